@@ -1,0 +1,6 @@
+import os
+import tempfile
+from pathlib import Path
+
+# Every Warp subprocess the tests start shares one kernel cache, so modules compile once per run.
+os.environ.setdefault("WARP_CACHE_PATH", str(Path(tempfile.gettempdir()) / "warpgrad-test-kernel-cache"))

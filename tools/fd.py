@@ -1,0 +1,321 @@
+"""The finite-difference engine: directional central differences with a step sweep and a noise band.
+
+The cost does not grow with the parameter count: every check differentiates the objective along a few
+seeded Rademacher directions `v` (entries ±1, scaled per parameter by its RMS value), so it needs
+`2 * (len(steps) + n_directions - 1)` objective evaluations plus one backward, instead of Warp's
+`2 + 2N`. Pass/fail is judged against the FD noise band measured by the sweep (truncation error
+between neighbouring steps plus float32 rounding of the objective), not a guessed tolerance.
+
+For a direction `d` and step `t`, with the perturbation actually applied to the arrays `a±`
+(float32 rounding makes it differ from `±t d`):
+
+    fd = (L(p + a+) - L(p + a-)) / 2t          ad = sum_p grad_p · (a+_p - a-_p) / 2t
+
+Pure numpy: it never imports Warp. `evaluate` runs the objective (a subprocess per evaluation for
+captured scripts, in-process calls for probes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+STEPS = (1e-2, 1e-3, 1e-4)
+# Rounding of a float32 objective: the summation in a loss kernel loses a few ulps more than one op.
+ROUNDING_ULPS = 8.0
+REL_SLACK = 1e-4
+
+
+@dataclass
+class Param:
+    key: str  # what the evaluator perturbs (a role for captures, a name for probes)
+    name: str
+    value: np.ndarray
+    grad: np.ndarray
+
+    @property
+    def scale(self) -> float:
+        rms = float(np.sqrt(np.mean(np.square(self.value)))) if self.value.size else 0.0
+        return rms if rms > 1e-6 else 1.0
+
+
+@dataclass
+class Evaluation:
+    objective: float | None
+    applied: dict[str, np.ndarray] | None = None  # key -> perturbation actually applied
+    error: str | None = None
+
+
+Evaluator = Callable[[list[dict[str, np.ndarray]]], list[Evaluation]]
+
+
+class DirectionCheck(BaseModel):
+    direction: int
+    scope: str = Field(description="'all' or the parameter name the direction is restricted to")
+    step: float
+    ad: float = Field(description="AD·v: the captured gradient dotted with the applied perturbation / 2t")
+    fd: float = Field(description="FD·v: (L+ - L-) / 2t")
+    band: float = Field(description="noise band of fd (sweep truncation + float rounding)")
+    ratio: float | None = None
+    agree: bool
+
+
+class SweepPoint(BaseModel):
+    step: float
+    fd: float
+    ad: float
+    rounding_band: float
+
+
+class ElementCheck(BaseModel):
+    param: str
+    index: list[int]
+    ad: float
+    fd: float
+    agree: bool
+
+
+class FDReport(BaseModel):
+    verdict: str = Field(description="agree | disagree | inconclusive")
+    reason: str = ""
+    step: float | None = None
+    noise_band: float | None = None
+    sweep: list[SweepPoint] = []
+    directions: list[DirectionCheck] = []
+    per_param: list[DirectionCheck] = []
+    elements: list[ElementCheck] = []
+    ratio_mean: float | None = None
+    ratio_spread: float | None = None
+    flat: bool = Field(False, description="AD is exactly zero and the objective did not move at the small steps")
+    evaluations: int = 0
+
+
+def directions(params: list[Param], n: int, seed: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        out.append({p.key: p.scale * rng.choice([-1.0, 1.0], size=p.value.shape) for p in params})
+    return out
+
+
+def _pair(d: dict[str, np.ndarray], t: float) -> list[dict[str, np.ndarray]]:
+    return [{k: t * v for k, v in d.items()}, {k: -t * v for k, v in d.items()}]
+
+
+def _ad(params: list[Param], plus: Evaluation, minus: Evaluation, pert: tuple[dict, dict], t: float) -> float:
+    total = 0.0
+    for p in params:
+        ap = (plus.applied or {}).get(p.key, pert[0].get(p.key))
+        am = (minus.applied or {}).get(p.key, pert[1].get(p.key))
+        if ap is None or am is None:
+            continue
+        total += float(np.sum(p.grad * (np.asarray(ap).reshape(p.grad.shape) - np.asarray(am).reshape(p.grad.shape))))
+    return total / (2 * t)
+
+
+@dataclass
+class FDEngine:
+    params: list[Param]
+    evaluate: Evaluator
+    base_objective: float
+    unit_roundoff: float = 2.0**-24
+    steps: tuple[float, ...] = STEPS
+    n_directions: int = 3
+    seed: int = 0
+    evaluations: int = 0
+    log: list[str] = field(default_factory=list)
+    _step: float = 0.0
+
+    def _run(self, batch: list[dict[str, np.ndarray]]) -> list[Evaluation]:
+        self.evaluations += len(batch)
+        return self.evaluate(batch)
+
+    def _rounding(self, *objs: float) -> float:
+        mag = max([abs(self.base_objective), *[abs(o) for o in objs]])
+        return ROUNDING_ULPS * self.unit_roundoff * mag
+
+    def _point(self, d, t, plus: Evaluation, minus: Evaluation) -> tuple[float, float, float]:
+        pert = _pair(d, t)
+        fd = (plus.objective - minus.objective) / (2 * t)
+        ad = _ad(self.params, plus, minus, (pert[0], pert[1]), t)
+        rb = self._rounding(plus.objective, minus.objective) / t
+        return fd, ad, rb
+
+    def check(self, per_param: bool = True, elements: int = 0) -> FDReport:
+        dirs = directions(self.params, self.n_directions, self.seed)
+        d0 = dirs[0]
+        batch = [x for t in self.steps for x in _pair(d0, t)]
+        evs = self._run(batch)
+        err = _first_error(evs)
+        if err:
+            return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {err}", evaluations=self.evaluations)
+        sweep = []
+        for i, t in enumerate(self.steps):
+            fd, ad, rb = self._point(d0, t, evs[2 * i], evs[2 * i + 1])
+            sweep.append(SweepPoint(step=t, fd=fd, ad=ad, rounding_band=rb))
+        if not all(np.isfinite(s.fd) for s in sweep):
+            return FDReport(verdict="inconclusive", reason="the objective is not finite near the parameters",
+                            sweep=sweep, evaluations=self.evaluations)
+        all_zero_ad = all(not np.any(p.grad) for p in self.params)
+        moved = [s.fd != 0.0 for s in sweep]
+        if all_zero_ad and not any(moved[1:]):
+            # AD says exactly zero and the objective did not move at the small steps: locally flat.
+            reason = "AD gradient is exactly zero and the objective is locally constant (FD exactly 0 at small steps)"
+            if moved[0]:
+                reason += "; it jumps at the largest step: a piecewise-constant forward, where zero is the true gradient"
+            return FDReport(verdict="agree", reason=reason, sweep=sweep, flat=True, step=self.steps[-1], noise_band=0.0,
+                            evaluations=self.evaluations)
+        resolvable = [s for s in sweep if s.rounding_band < 0.05 * max(abs(s.fd), abs(s.ad), 1e-300)]
+        if not resolvable:
+            return FDReport(
+                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
+                reason=(f"FD cannot resolve this objective: at every step the float rounding of the objective "
+                        f"(|L| = {abs(self.base_objective):.3g}) is comparable to its change; the comparison would "
+                        "measure float32 cancellation, not the gradient. Reduce the objective's magnitude "
+                        "(subtract a constant, normalise) or compute it in float64."),
+            )
+        diffs = [(abs(a.fd - b.fd), i) for i, (a, b) in enumerate(zip(sweep, sweep[1:]))]
+        d_min, i_min = min(diffs)
+        best = sweep[i_min]
+        scale = max(abs(best.fd), abs(best.ad), 1e-300)
+        if d_min > 0.05 * scale + 3 * max(sweep[i_min].rounding_band, sweep[i_min + 1].rounding_band):
+            return FDReport(
+                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
+                reason=("the FD estimate keeps changing with the step beyond the noise band "
+                        f"({', '.join(f'{s.step:g}: {s.fd:.4g}' for s in sweep)}): a non-smooth (piecewise-constant, "
+                        "kinked) or chaotic objective; FD cannot judge the gradient here"),
+            )
+        t = self._step = best.step
+        trunc_rel = d_min / max(abs(best.fd), 1e-300)
+        band0 = d_min + best.rounding_band
+        checks = [self._direction_check(0, "all", best.fd, best.ad, band0)]
+        if len(dirs) > 1:
+            batch = [x for d in dirs[1:] for x in _pair(d, t)]
+            evs = self._run(batch)
+            err = _first_error(evs)
+            if err:
+                return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {err}", sweep=sweep,
+                                evaluations=self.evaluations)
+            for k, d in enumerate(dirs[1:], start=1):
+                fd, ad, rb = self._point(d, t, evs[2 * k - 2], evs[2 * k - 1])
+                checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * abs(fd)))
+        report = FDReport(verdict="agree" if all(c.agree for c in checks) else "disagree", step=t,
+                          noise_band=band0, sweep=sweep, directions=checks)
+        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
+        if ratios:
+            mean = float(np.mean(ratios))
+            report.ratio_mean = mean
+            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+        if report.verdict == "disagree" and per_param and len(self.params) > 1:
+            report.per_param = self._per_param(d0, t, trunc_rel)
+        if report.verdict == "disagree" and elements > 0:
+            report.elements = self._elements(t, trunc_rel, elements, report.per_param)
+        report.evaluations = self.evaluations
+        return report
+
+    def _direction_check(self, k: int, scope: str, fd: float, ad: float, band: float) -> DirectionCheck:
+        tol = 3 * band + REL_SLACK * max(abs(fd), abs(ad))
+        agree = bool(np.isfinite(ad) and abs(ad - fd) <= tol)
+        ratio = ad / fd if abs(fd) > 3 * band and fd != 0 else None
+        return DirectionCheck(direction=k, scope=scope, step=self._step, ad=ad, fd=fd, band=band, ratio=ratio, agree=agree)
+
+    def _per_param(self, d0, t, trunc_rel) -> list[DirectionCheck]:
+        batch, keys = [], []
+        for p in self.params[:8]:
+            restricted = {p.key: d0[p.key]}
+            batch += _pair(restricted, t)
+            keys.append(p)
+        evs = self._run(batch)
+        out = []
+        for j, p in enumerate(keys):
+            plus, minus = evs[2 * j], evs[2 * j + 1]
+            if plus.error or minus.error:
+                continue
+            fd, ad, rb = self._point({p.key: d0[p.key]}, t, plus, minus)
+            out.append(self._direction_check(0, p.name, fd, ad, rb + trunc_rel * abs(fd)))
+        return out
+
+    def _elements(self, t, trunc_rel, limit, per_param) -> list[ElementCheck]:
+        failing = {c.scope for c in per_param if not c.agree}
+        targets = [p for p in self.params if not failing or p.name in failing][:1]
+        out = []
+        for p in targets:
+            flat_grad = p.grad.reshape(-1)
+            n = min(limit, flat_grad.size)
+            # The largest |AD| entries and the first entries: a wrong gradient shows in one or the other.
+            order = list(dict.fromkeys(list(np.argsort(-np.abs(flat_grad))[: n // 2]) + list(range(n))))[:n]
+            batch = []
+            for idx in order:
+                e = np.zeros_like(flat_grad)
+                e[idx] = p.scale
+                batch += _pair({p.key: e.reshape(p.grad.shape)}, t)
+            evs = self._run(batch)
+            for j, idx in enumerate(order):
+                plus, minus = evs[2 * j], evs[2 * j + 1]
+                if plus.error or minus.error:
+                    continue
+                e = np.zeros_like(flat_grad)
+                e[idx] = p.scale
+                fd, ad, rb = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
+                band = rb + trunc_rel * abs(fd)
+                agree = bool(abs(ad - fd) <= 3 * band + REL_SLACK * max(abs(fd), abs(ad)) + 1e-12)
+                out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.grad.shape)],
+                                        ad=ad, fd=fd, agree=agree))
+        return out
+
+
+def _first_error(evs: list[Evaluation]) -> str | None:
+    for e in evs:
+        if e.error:
+            return e.error
+        if e.objective is None:
+            return "no objective was recorded"
+    return None
+
+
+def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int, stale: dict[str, float],
+             reported_factor: float | None = None) -> tuple[str, float | None, str]:
+    """Signature of a check: (signature, factor, explanation)."""
+    nonfinite = sum(int(np.count_nonzero(~np.isfinite(g))) for g in grads)
+    if nonfinite:
+        return "nan_inf", None, f"{nonfinite} gradient entries are NaN or inf"
+    if report.flat:
+        return "zero", None, report.reason
+    if report.verdict == "inconclusive":
+        return "inconclusive", None, report.reason
+    if report.verdict == "agree":
+        if reported_factor is not None:
+            f = _snap(1.0 / reported_factor)
+            return "exact_factor", f, (f"the gradient matches FD of the seeded objective, but the loss the script reports is "
+                                       f"{reported_factor:.6g}× the seeded one, so the optimizer's gradient is {f:g}× the "
+                                       "gradient of the reported objective")
+        return "correct", None, "AD matches FD within the noise band in every direction"
+    if all(not np.any(g) for g in grads):
+        return "zero", None, "the gradient the optimizer consumes is exactly zero, FD is not"
+    if backward_calls > 1:
+        return "truncation", None, (f"{backward_calls} backward calls feed one update: each tape sees part of the horizon, "
+                                    "so the summed per-window gradients miss the coupling between windows")
+    if stale:
+        names = ", ".join(f"{k} (max |grad| {v:.3g})" for k, v in stale.items())
+        return "grows_across_iterations", None, (f"the parameter gradient was already nonzero before this iteration's "
+                                                 f"backward: {names}; gradients accumulate across iterations")
+    if report.ratio_mean is not None and report.ratio_spread is not None and report.ratio_spread < 0.02 and len(
+            [c for c in report.directions if c.ratio is not None]) >= 2:
+        f = _snap(report.ratio_mean)
+        return "exact_factor", f, f"AD/FD = {report.ratio_mean:.6g} in every direction (spread {report.ratio_spread:.2%})"
+    if report.elements:
+        bad = [e for e in report.elements if not e.agree]
+        if bad and len(bad) <= 0.25 * len(report.elements):
+            return "sparse_subset", None, (f"{len(bad)} of {len(report.elements)} checked elements disagree; the rest "
+                                           "match: a data-dependent subset (non-smooth choice or a localized bug)")
+    return "subtly_wrong", None, "AD and FD disagree beyond the noise band with no constant ratio"
+
+
+def _snap(x: float) -> float:
+    for cand in (round(x), 1.0 / round(1.0 / x) if abs(x) > 1e-12 and round(1.0 / x) != 0 else None):
+        if cand and abs(x - cand) <= 0.01 * abs(cand):
+            return float(cand)
+    return float(x)

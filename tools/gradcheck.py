@@ -1,0 +1,399 @@
+"""`gradcheck`: does the gradient the optimizer consumes match finite differences of the objective?
+
+Two drivers share one FD engine (`warpgrad.tools.fd`):
+
+* capture (zero-config): the user's own script runs under hooks; at training iteration T the seeded
+  loss, the parameters and the consumed gradient are recorded; each FD evaluation is a fresh run of
+  the script with the perturbation added at the parameters' first use in iteration T, stopped at T's
+  update. A baseline rerun must reproduce the captured objective (else the forward is not deterministic).
+* probe: a small file with `params()`, `loss()`, `grad()` that imports the shipped program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from warpgrad.tools import fd
+from warpgrad.tools.ledger import Ledger
+from warpgrad.tools.losses import parse_losses
+from warpgrad.tools.registry import ToolError, tool
+from warpgrad.tools.run_script import RunError, describe_run
+from warpgrad.tools.runner import run_harness, strip_warp_chatter
+from warpgrad.tools.workspace import rel_path, resolve_path
+
+Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
+                    "grows_across_iterations", "truncation", "inconclusive"]
+EPS_POLICY = "central differences along seeded Rademacher directions scaled by each parameter's RMS; " \
+             f"step sweep {', '.join(f'{s:g}' for s in fd.STEPS)}; noise band from the sweep"
+
+
+class GradcheckArgs(BaseModel):
+    script: str | None = Field(None, description="Workspace-relative path of the training script to check (zero-config capture). "
+                               "Optional with a probe (then it only sets the folder the probe imports from).")
+    probe: str | None = Field(None, description="Workspace-relative probe file defining params(), loss(), grad() (see "
+                              "references/verification.md). Use when capture cannot follow the script.")
+    args: list[str] = Field(default_factory=list, description="Arguments passed to the script (sys.argv[1:]).")
+    params: list[str] = Field(default_factory=list, description="Restrict the check to these parameters (names as the "
+                              "script spells them, e.g. 'v' or 'model.k'), or name them when no update is seen.")
+    iteration: int | None = Field(None, ge=0, description="Training iteration to check (0-based). Default: the second "
+                                  "where there is one, since accumulation bugs only show from the second on.")
+    objective: str | None = Field(None, description="Name of a variable in the script (e.g. 'mean_loss') to difference "
+                                  "instead of the loss seeded into backward.")
+    directions: int = Field(3, ge=1, le=16, description="Number of random directions (each costs 2 evaluations).")
+    elements: int = Field(0, ge=0, le=64, description="On failure, also check up to this many single elements "
+                          "(2 evaluations each) to locate a sparse mismatch.")
+    seed: int = Field(0, description="Seed of the random directions (and of Python's and numpy's global RNGs).")
+    device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU.")
+    timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit of each run of the script.")
+    jobs: int = Field(0, ge=0, le=16, description="Parallel evaluations (0: one per CPU core, at most 4).")
+    record: bool = Field(True, description="Append the result to the evidence ledger.")
+
+
+class ParamCheck(BaseModel):
+    name: str
+    role: str | None = Field(None, description="How capture identifies it across runs (first taped use).")
+    how: str | None = Field(None, description="How the script consumed its gradient.")
+    shape: list[int] = []
+    size: int = 0
+    ad_norm: float | None = None
+    nonfinite: int = 0
+    ad: float | None = Field(None, description="AD·v along this parameter's own direction (when checked alone).")
+    fd: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    ratio: float | None = None
+    agree: bool | None = None
+
+
+class GradcheckResult(BaseModel):
+    ok: bool = Field(description="The check could be made (False: see `reason` and `error`).")
+    passed: bool | None = Field(None, description="AD matched FD within the noise band (None when inconclusive).")
+    signature: Signature = "inconclusive"
+    factor: float | None = None
+    explanation: str = ""
+    reason: str = ""
+    error: RunError | None = None
+    objective: str = Field("", description="Exactly which quantity was differenced.")
+    objective_value: float | None = None
+    gradient: str = Field("", description="Exactly which gradient was compared.")
+    params: list[ParamCheck] = []
+    directions: list[fd.DirectionCheck] = []
+    sweep: list[fd.SweepPoint] = []
+    elements: list[fd.ElementCheck] = []
+    eps: float | None = None
+    noise_band: float | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    ratio_mean: float | None = None
+    ratio_spread: float | None = None
+    iteration: int | None = None
+    backward_calls: int | None = None
+    evaluations: int = 0
+    mode: Literal["capture", "probe"] = "capture"
+    script: str | None = None
+    probe: str | None = None
+    harness_id: str = ""
+    harness: dict[str, Any] = {}
+    files: dict[str, str] = {}
+    full_horizon: bool = True
+    device: str = ""
+    warp_version: str = ""
+    notes: list[str] = []
+    wall_s: float = 0.0
+
+
+def _harness_id(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def _jobs(n: int) -> int:
+    return n or max(1, min(4, os.cpu_count() or 1))
+
+
+def _fail(base: GradcheckResult, reason: str, error: RunError | None = None) -> GradcheckResult:
+    base.ok = False
+    base.passed = None
+    base.signature = "inconclusive"
+    base.reason = reason
+    base.error = error
+    return base
+
+
+def check(args: GradcheckArgs, workspace: Path) -> GradcheckResult:
+    workspace = Path(workspace).resolve()
+    if not args.script and not args.probe:
+        raise ToolError("give a script (zero-config capture) or a probe file")
+    script = resolve_path(workspace, args.script) if args.script else None
+    probe = resolve_path(workspace, args.probe) if args.probe else None
+    for p in (script, probe):
+        if p is not None and not p.is_file():
+            raise ToolError(f"{rel_path(workspace, p)} does not exist: give a workspace-relative path of a .py file")
+    if probe is not None:
+        return check_probe(args, workspace, probe, script)
+    return check_capture(args, workspace, script)
+
+
+# ------------------------------------------------------------------------------------------ capture
+def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> GradcheckResult:
+    import time
+
+    t0 = time.monotonic()
+    rel = rel_path(workspace, script)
+    res = GradcheckResult(ok=False, mode="capture", script=rel)
+    tmp = Path(tempfile.mkdtemp(prefix="warpgrad-fd-"))
+    try:
+        base_cfg = {"workspace": str(workspace), "script": str(script), "args": list(args.args), "device": args.device,
+                    "seed": args.seed, "outdir": str(tmp)}
+        cap_cfg = dict(base_cfg, mode="capture",
+                       capture={"iteration": args.iteration, "params": args.params, "objective": args.objective})
+        out = run_harness(cap_cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+        run = describe_run(out.process, out.data, workspace, script, args.args)
+        data = out.data or {}
+        res.device, res.warp_version, res.files = data.get("device", ""), data.get("warp_version", ""), data.get("files", {})
+        if run.error is not None:
+            return _fail(res, f"the script does not run: {run.error.message}", run.error)
+        cap = data.get("capture") or {}
+        if cap.get("listener_error"):
+            return _fail(res, f"capture failed inside the harness: {cap['listener_error']}")
+        res.notes += cap.get("notes", [])
+        res.iteration, res.backward_calls = cap.get("iteration"), cap.get("backward_calls")
+        params = cap.get("params", [])
+        if not cap.get("iterations_seen"):
+            return _fail(res, "the script never called tape.backward(): there is no gradient to check. If the "
+                              "gradient is computed elsewhere, write a probe file (params/loss/grad) and pass --probe")
+        if cap["scheme"] == "backward" and not args.params and len(params) != 1:
+            names = ", ".join(cap.get("leaf_candidates") or []) or "none found"
+            return _fail(res, "no parameter update was seen after backward (no warp.optim step, no launch or host code "
+                              f"reading a .grad), so the parameters are ambiguous. Candidate leaf arrays: {names}. "
+                              "Name them with --param NAME, or write a probe file")
+        if not params:
+            return _fail(res, f"iteration {cap.get('iteration')} consumed no gradient of a parameter that --param names"
+                              if args.params else "no parameter gradient was consumed at the captured iteration")
+        missing_role = [p["name"] for p in params if not p.get("role")]
+        if missing_role:
+            res.notes.append("not used by any taped launch in the iteration, so not perturbed (AD sees no path from "
+                             f"them either): {', '.join(missing_role)}")
+        params = [p for p in params if p.get("role")]
+        if not params:
+            return _fail(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
+                              "depend on them through the tape (gradient chain cut before the first kernel?)")
+        objective = cap.get("objective")
+        seeds = ", ".join(cap.get("objective_seeds") or [])
+        res.objective = (f"variable {args.objective!r} at the update of iteration {res.iteration}" if args.objective
+                         else f"sum of the losses seeded into backward in iteration {res.iteration} ({seeds})")
+        res.gradient = "; ".join(f"{p['name']}: {p['how']}" for p in params)
+        res.objective_value = objective
+        if objective is None or not np.isfinite(objective):
+            return _fail(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
+                              "finding (fix the forward first); FD of it means nothing")
+        fparams = [fd.Param(key=p["role"], name=p["name"], value=np.load(p["value_file"]),
+                            grad=np.load(p["grad_file"])) for p in params]
+        spec = {"mode": "capture", "script": rel, "args": list(args.args), "iteration": res.iteration,
+                "scheme": cap["scheme"], "params": sorted(p["name"] for p in params), "objective": args.objective,
+                "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
+        res.harness, res.harness_id = spec, _harness_id(spec)
+        res.params = [ParamCheck(name=p["name"], role=p["role"], how=p["how"], shape=p["shape"],
+                                 size=int(np.prod(p["numpy_shape"])) if p["numpy_shape"] else 1,
+                                 ad_norm=float(np.linalg.norm(fp.grad)),
+                                 nonfinite=int(np.count_nonzero(~np.isfinite(fp.grad))))
+                      for p, fp in zip(params, fparams)]
+        counter = iter(range(10**9))
+
+        def one(pert: dict[str, np.ndarray]) -> fd.Evaluation:
+            k = next(counter)
+            items = []
+            for role, delta in pert.items():
+                path = tmp / f"delta_{k}_{len(items)}.npy"
+                np.save(path, delta)
+                items.append({"role": role, "delta": str(path)})
+            outdir = tmp / f"eval_{k}"
+            outdir.mkdir()
+            cfg = dict(base_cfg, mode="fd", outdir=str(outdir),
+                       capture={"iteration": res.iteration, "scheme": cap["scheme"], "objective": args.objective,
+                                "params": args.params, "perturb": items})
+            o = run_harness(cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+            d = (o.data or {}).get("capture") or {}
+            if o.data is None or (o.data.get("error") and not d.get("reached")):
+                r = describe_run(o.process, o.data, workspace, script, args.args)
+                return fd.Evaluation(None, error=f"a perturbed run failed before iteration {res.iteration}'s update: "
+                                                 f"{r.error.message if r.error else o.error}")
+            if not d.get("reached"):
+                return fd.Evaluation(None, error=f"a perturbed run ended ({d.get('stopped_at')}) without reaching "
+                                                 f"iteration {res.iteration}'s update: the script's control flow depends "
+                                                 "on the parameters or on run-to-run state")
+            if d.get("unapplied"):
+                return fd.Evaluation(None, error=f"parameters not reached in the perturbed run: {d['unapplied']}")
+            applied = {role: np.load(path) for role, path in d.get("applied", {}).items()}
+            return fd.Evaluation(d.get("objective"), applied=applied)
+
+        jobs = _jobs(args.jobs)
+
+        def evaluate(batch):
+            with ThreadPoolExecutor(jobs) as pool:
+                return list(pool.map(one, batch))
+
+        # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
+        baseline: dict[str, Any] = {}
+
+        def evaluate_first(batch):
+            nonlocal evaluate_fn
+            evs = evaluate([{}] + batch)
+            baseline["eval"] = evs[0]
+            evaluate_fn = evaluate
+            return evs[1:]
+
+        evaluate_fn = evaluate_first
+        engine = fd.FDEngine(fparams, lambda b: evaluate_fn(b), objective, n_directions=args.directions, seed=args.seed)
+        report = engine.check(elements=args.elements)
+        res.evaluations = engine.evaluations + 2  # + capture + baseline
+        b = baseline.get("eval")
+        if b is not None and b.error is None and b.objective is not None and b.objective != objective:
+            rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
+            if rel_diff > 1e-6:
+                return _finish(res, report, fparams, cap, override=(
+                    "inconclusive", f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
+                    f"the first run gave {objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is "
+                    "meaningless until the noise is pinned (seed every RNG, including wp.rand_init seeds and "
+                    "np.random.default_rng(), or average a fixed set of samples)"), t0=t0)
+            res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
+        if b is not None and b.error is not None:
+            return _fail(res, f"the unperturbed rerun failed: {b.error}")
+        factor = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
+        if factor is not None:
+            res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward")
+        return _finish(res, report, fparams, cap, reported_factor=factor, t0=t0)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _reported_factor(stdout: str, seeded: list[float], objective_name: str | None) -> float | None:
+    """If the script prints c × the seeded loss (c ≠ 1) at every captured iteration, return c."""
+    if objective_name or not seeded:
+        return None
+    printed = [p.value for p in parse_losses(strip_warp_chatter(stdout))]
+    n = min(len(printed), len(seeded))
+    if n == 0:
+        return None
+    pairs = [(pv, sv) for pv, sv in zip(printed[:n], seeded[:n]) if sv != 0 and np.isfinite(pv) and np.isfinite(sv)]
+    if not pairs:
+        return None
+    ratios = [pv / sv for pv, sv in pairs]
+    c = float(np.mean(ratios))
+    consistent = all(abs(r - c) <= 1e-3 * abs(c) for r in ratios)
+    # Printed values are rounded (often to 4-6 digits): only a clearly different constant counts.
+    if consistent and abs(c - 1.0) > 1e-2 and c > 0:
+        return c
+    return None
+
+
+def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], cap: dict[str, Any], *,
+            reported_factor: float | None = None, override: tuple[str, str] | None = None, t0: float) -> GradcheckResult:
+    import time
+
+    grads = [p.grad for p in fparams]
+    res.ok = True
+    res.sweep, res.directions, res.elements = report.sweep, report.directions, report.elements
+    res.eps, res.noise_band = report.step, report.noise_band
+    res.ratio_mean, res.ratio_spread = report.ratio_mean, report.ratio_spread
+    res.evaluations = max(res.evaluations, report.evaluations)
+    if override:
+        res.signature, res.explanation = override
+        res.reason, res.passed = override[1], None
+    else:
+        sig, factor, why = fd.classify(report, grads=grads, backward_calls=cap.get("backward_calls") or 1,
+                                       stale=cap.get("stale_grads") or {}, reported_factor=reported_factor)
+        res.signature, res.factor, res.explanation = sig, factor, why
+        if sig == "inconclusive":
+            res.passed, res.reason = None, report.reason
+        elif sig == "nan_inf":
+            res.passed = False
+        elif report.flat:
+            res.passed = True
+        else:
+            res.passed = sig == "correct"
+    errs = [(abs(c.ad - c.fd), abs(c.ad - c.fd) / max(abs(c.fd), 1e-30)) for c in report.directions]
+    if errs:
+        res.max_abs_error = max(e[0] for e in errs)
+        res.max_rel_error = max(e[1] for e in errs)
+    by_name = {c.scope: c for c in report.per_param}
+    for pc in res.params:
+        c = by_name.get(pc.name)
+        if c is None and len(res.params) == 1 and report.directions:
+            c = report.directions[0]
+        if c is not None:
+            pc.ad, pc.fd, pc.ratio, pc.agree = c.ad, c.fd, c.ratio, c.agree
+            pc.max_abs_err = abs(c.ad - c.fd)
+            pc.max_rel_err = abs(c.ad - c.fd) / max(abs(c.fd), 1e-30)
+    res.wall_s = round(time.monotonic() - t0, 3)
+    return res
+
+
+# ------------------------------------------------------------------------------------------ probe
+def check_probe(args: GradcheckArgs, workspace: Path, probe: Path, script: Path | None) -> GradcheckResult:
+    import time
+
+    t0 = time.monotonic()
+    rel = rel_path(workspace, probe)
+    res = GradcheckResult(ok=False, mode="probe", probe=rel, script=rel_path(workspace, script) if script else None)
+    digest = hashlib.sha256(probe.read_bytes()).hexdigest()
+    spec = {"mode": "probe", "probe": rel, "probe_sha256": digest, "params": sorted(args.params),
+            "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
+    res.harness, res.harness_id = spec, _harness_id(spec)
+    cfg = {"mode": "probe", "workspace": str(workspace), "script": str(script) if script else None, "device": args.device,
+           "seed": args.seed, "extra_files": [str(probe)],
+           "probe": {"path": str(probe), "params": args.params, "directions": args.directions, "seed": args.seed,
+                     "elements": args.elements}}
+    out = run_harness(cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+    data = out.data or {}
+    res.device, res.warp_version = data.get("device", ""), data.get("warp_version", "")
+    res.files = {k: v for k, v in data.get("files", {}).items() if k != rel}
+    run = describe_run(out.process, out.data, workspace, probe, [])
+    if run.error is not None:
+        return _fail(res, f"the probe could not be run: {run.error.message}", run.error)
+    pr = data.get("probe") or {}
+    if not res.files:
+        return _fail(res, "the probe never imported a workspace file: a check that never ran the shipped code is not "
+                          "evidence. Import the program's modules from the probe and call into them")
+    res.files[rel] = digest
+    res.objective = f"loss() of the probe {rel}"
+    res.gradient = f"grad() of the probe {rel}"
+    res.objective_value = pr.get("base_objective")
+    res.params = [ParamCheck(name=p["name"], shape=p["shape"], size=int(np.prod(p["shape"])) if p["shape"] else 1,
+                             ad_norm=p["ad_norm"], nonfinite=p["nonfinite"]) for p in pr.get("params", [])]
+    if pr.get("nondeterministic"):
+        res.ok, res.signature, res.passed = True, "inconclusive", None
+        res.reason = (f"loss() is not deterministic: {pr['base_objective']!r}, then {pr['rerun_objective']!r}, then "
+                      f"{pr['after_grad_objective']!r} after grad(). The probe must rebuild its state on every call and "
+                      "pin every random seed; FD of a noisy objective is meaningless")
+        res.wall_s = round(time.monotonic() - t0, 3)
+        return res
+    report = fd.FDReport.model_validate(pr["report"])
+    grads = [np.array(p["grad"], dtype=float) if p.get("grad") is not None else
+             (np.full(1, np.nan) if p["nonfinite"] else np.ones(1) * (p["ad_norm"] > 0)) for p in pr.get("params", [])]
+    cap = {"backward_calls": 1, "stale_grads": {}}
+    res.evaluations = report.evaluations + 3
+    return _finish(res, report, [fd.Param(p.name, p.name, np.zeros(1), g) for p, g in zip(res.params, grads)], cap, t0=t0)
+
+
+@tool(args=GradcheckArgs, result=GradcheckResult, long_running=True)
+def gradcheck(args: GradcheckArgs, workspace: Path) -> GradcheckResult:
+    """Compare the gradient the optimizer actually consumes with central finite differences of the
+    objective over the full horizon, at the script's real inputs, and name the way it is wrong (signature:
+    correct, zero, nan_inf, exact_factor, subtly_wrong, sparse_subset, grows_across_iterations, truncation,
+    inconclusive). Zero-config on a training script (hooks find the loss, parameters and update); or give a
+    probe file. Judged against the FD noise band, never a guessed tolerance. Rerun it with the same
+    arguments after a fix: the finish gate needs before/after checks from the same harness."""
+    result = check(args, workspace)
+    if args.record:
+        Ledger(workspace).append("gradcheck", result, tool="gradcheck")
+    return result

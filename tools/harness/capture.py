@@ -1,0 +1,502 @@
+"""Zero-config capture and FD evaluation of a user's own training script (runs in the subprocess).
+
+The script's training iterations are read off its use of Warp:
+
+* an iteration ends when, after a `tape.backward`, the gradient is *consumed*: a `warp.optim`
+  optimizer step, a launch outside the tape that reads a `.grad` array, a host read of a `.grad`
+  (`.numpy()`, `wp.to_torch`) or a `wp.copy` from one;
+* the next iteration starts at the next taped launch or tape enter.
+
+Parameters are the arrays whose gradient was consumed (leaves of the tape, never the loss). Each is
+identified across runs by its *role*: the first taped launch argument (kernel, global occurrence,
+argument index, struct field) or copy through which the iteration used it, so scripts that build a new
+parameter array every iteration are followed too.
+
+`CaptureListener` in "capture" mode records the objective seeded into `backward`, the parameters and
+the gradient the optimizer consumed at iteration T. In "fd" mode it adds a perturbation to each
+parameter at its first use in iteration T, and reports the objective at T's end (then stops the run).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from warpgrad.tools.harness import hooks
+
+
+def _np(a) -> np.ndarray:
+    return hooks.original("numpy")(a)
+
+
+def _is_user_file(fn: str) -> bool:
+    return not (fn.startswith(hooks._WARP_DIR) or fn.startswith(hooks._HARNESS_DIR) or fn == hooks._FAKE_FILENAME
+                or fn.startswith("<") or "site-packages" in fn or "/lib/python3" in fn)
+
+
+def name_of(obj: Any, frame=None) -> str | None:
+    """Best-effort variable name of `obj` in the user's frames: `x`, `state.q`, `params[2]`, `self.k`."""
+    f = frame or hooks.user_frame(2)
+    seen_globals = set()
+    while f is not None:
+        if _is_user_file(f.f_code.co_filename):
+            scopes = [f.f_locals]
+            if id(f.f_globals) not in seen_globals:
+                seen_globals.add(id(f.f_globals))
+                scopes.append(f.f_globals)
+            for scope in scopes:
+                found = _search_scope(obj, scope)
+                if found:
+                    return found
+        f = f.f_back
+    return None
+
+
+def _search_scope(obj: Any, scope: dict) -> str | None:
+    items = [(k, v) for k, v in list(scope.items()) if not k.startswith("__")]
+    for k, v in items:
+        if v is obj:
+            return k
+    for k, v in items:
+        if isinstance(v, (list, tuple)) and len(v) < 10_000:
+            for i, e in enumerate(v):
+                if e is obj:
+                    return f"{k}[{i}]"
+        elif isinstance(v, dict) and len(v) < 10_000:
+            for kk, e in v.items():
+                if e is obj:
+                    return f"{k}[{kk!r}]"
+        elif hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ not in ("builtins",):
+            try:
+                attrs = vars(v)
+            except TypeError:
+                continue
+            for a, e in attrs.items():
+                if e is obj:
+                    return f"{k}.{a}"
+        vars_ = getattr(getattr(v, "_cls", None), "vars", None)
+        if isinstance(vars_, dict):
+            for a in vars_:
+                if getattr(v, a, None) is obj:
+                    return f"{k}.{a}"
+    return None
+
+
+def frame_value(name: str):
+    """Look `name` up in the user's frames, innermost first (`--objective NAME`)."""
+    f = hooks.user_frame(2)
+    base, *attrs = name.split(".")
+    while f is not None:
+        if _is_user_file(f.f_code.co_filename):
+            for scope in (f.f_locals, f.f_globals):
+                if base in scope:
+                    v = scope[base]
+                    for a in attrs:
+                        v = getattr(v, a)
+                    return v
+        f = f.f_back
+    raise KeyError(name)
+
+
+def scalar_of(value) -> float:
+    if isinstance(value, wp.array):
+        return float(np.sum(_np(value).astype(np.float64)))
+    return float(np.sum(np.asarray(value, dtype=np.float64)))
+
+
+class RunListener(hooks.Listener):
+    """Counts what a plain run did with Warp (launches, tapes, backward calls, updates)."""
+
+    key = "run"
+
+    def __init__(self, session) -> None:
+        self.s = session
+        self.launches = 0
+        self.taped_launches = 0
+        self.tapes = 0
+        self.backward_calls = 0
+        self.optimizer_steps = 0
+
+    def before_launch(self, call: hooks.LaunchCall) -> None:
+        self.launches += 1
+        self.taped_launches += call.taped
+
+    def tape_enter(self, tape) -> None:
+        self.tapes += 1
+
+    def before_backward(self, tape, loss, grads) -> None:
+        self.backward_calls += 1
+
+    def optimizer_step(self, opt, grads) -> None:
+        self.optimizer_steps += 1
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "launches": self.launches, "taped_launches": self.taped_launches, "tapes": self.tapes,
+            "backward_calls": self.backward_calls, "optimizer_steps": self.optimizer_steps,
+        }
+
+
+class _Iter:
+    """What one training iteration did."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.first_use: dict[int, str] = {}  # id(array) -> role of its first taped use in this iteration
+        self.objective = 0.0
+        self.seeds: list[str] = []
+        self.backward_calls = 0
+        self.params: dict[int, dict[str, Any]] = {}  # id(owner) -> record
+        self.owners: dict[int, Any] = {}
+        self.stale: dict[str, float] = {}
+        self.named_objective: float | None = None
+        self.nonfinite_loss = False
+
+
+class CaptureListener(hooks.Listener):
+    key = "capture"
+
+    def __init__(self, session) -> None:
+        self.s = session
+        cfg = session.cfg
+        self.mode = cfg["mode"]  # "capture" | "fd"
+        spec = cfg.get("capture", {})
+        self.target: int | None = spec.get("iteration")
+        self.scheme: str = spec.get("scheme", "consume")  # "consume" | "backward"
+        self.param_names: list[str] = spec.get("params", []) or []
+        self.objective_name: str | None = spec.get("objective")
+        self.outdir = Path(cfg.get("outdir", "."))
+        self.record_until = (self.target if self.target is not None else 1)
+        self.it = 0  # consumption-scheme iteration
+        self.bwd = 0  # backward-scheme iteration (index of the next backward call)
+        self.phase = "forward"
+        self.consumed_any = False
+        self.kernel_occ: dict[str, int] = {}
+        self.copy_occ = 0
+        self.iters: dict[int, _Iter] = {}
+        self.bwd_iters: dict[int, _Iter] = {}
+        self.grad_owner: dict[int, Any] = {}
+        self.outputs_written: set[int] = set()
+        self.loss_ids: set[int] = set()
+        self.leaf_candidates: dict[int, Any] = {}
+        self.named_params: dict[str, Any] = {}
+        self.leaf_names: list[str | None] = []
+        self.prev_params: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self.stopped_at: str | None = None
+        # fd mode
+        self.perturb: dict[str, np.ndarray] = {}
+        self.applied: dict[str, np.ndarray] = {}
+        for p in spec.get("perturb", []):
+            self.perturb[p["role"]] = np.load(p["delta"])
+
+    # ---------------------------------------------------------------- iteration bookkeeping
+    def _cur(self) -> int:
+        return self.it if self.scheme == "consume" else self.bwd
+
+    def _iter(self, table: dict[int, _Iter], i: int) -> _Iter | None:
+        if i > self.record_until and self.mode == "capture":
+            return None
+        if i not in table:
+            table[i] = _Iter(i)
+        return table[i]
+
+    def _forward_activity(self) -> None:
+        if self.phase == "consuming":
+            self.it += 1
+            self.phase = "forward"
+            self._on_new_iteration()
+        elif self.phase == "backward":
+            # backward-scheme iterations end at each backward; consume-scheme ones continue (tape per step)
+            self.phase = "forward_after_backward"
+
+    def _on_new_iteration(self) -> None:
+        if self.mode == "capture" and self.scheme == "consume" and self.it > self.record_until:
+            self.stopped_at = f"start of iteration {self.it}"
+            self.s.finish("completed")
+
+    # ---------------------------------------------------------------- roles and perturbation
+    def _roles_of_launch(self, call: hooks.LaunchCall):
+        key = call.kernel.key
+        occ = self.kernel_occ.get(key, 0)
+        self.kernel_occ[key] = occ + 1
+        for idx, arg in enumerate(call.args):
+            for path, arr in hooks.iter_arrays(arg):
+                yield f"launch:{key}:{occ}:{idx}{'.' + path if path else ''}", arr
+
+    def _note_use(self, role: str, arr) -> None:
+        for table, i in ((self.iters, self.it), (self.bwd_iters, self.bwd)):
+            rec = self._iter(table, i)
+            if rec is not None and id(arr) not in rec.first_use:
+                rec.first_use[id(arr)] = role
+        if arr.grad is not None:
+            self.grad_owner[id(arr.grad)] = arr
+        if role in self.perturb and self.mode == "fd":
+            self._apply(role, arr)
+
+    def _apply(self, role: str, arr) -> None:
+        delta = self.perturb.pop(role)
+        from warp._src import context as ctx
+
+        tape, ctx.runtime.tape = ctx.runtime.tape, None
+        hooks.STATE.in_hook += 1
+        try:
+            before = _np(arr).astype(np.float64).copy()
+            if arr.device.is_cpu and arr.is_contiguous:
+                view = _np(arr)
+                view += delta.reshape(view.shape).astype(view.dtype)
+            else:
+                arr.assign((before + delta.reshape(before.shape)).astype(_np(arr).dtype))
+            after = _np(arr).astype(np.float64)
+            self.applied[role] = after - before
+        finally:
+            hooks.STATE.in_hook -= 1
+            ctx.runtime.tape = tape
+
+    def before_launch(self, call: hooks.LaunchCall) -> None:
+        if call.in_backward:
+            return
+        if call.taped:
+            self._forward_activity()
+            for role, arr in self._roles_of_launch(call):
+                self._note_use(role, arr)
+            for out in call.outputs:
+                for _, arr in hooks.iter_arrays(out):
+                    self.outputs_written.add(id(arr))
+                    self.leaf_candidates.pop(id(arr), None)
+            for arg in call.inputs:
+                for _, arr in hooks.iter_arrays(arg):
+                    if arr.requires_grad and id(arr) not in self.outputs_written:
+                        self.leaf_candidates.setdefault(id(arr), arr)
+        elif not call.in_optimizer:
+            for arg in call.args:
+                for _, arr in hooks.iter_arrays(arg):
+                    owner = self._owner_of_grad(arr)
+                    if owner is not None:
+                        self._consume(owner, arr, "a launch outside the tape reads its .grad")
+
+    def before_copy(self, call: hooks.CopyCall) -> None:
+        if call.in_backward:
+            return
+        if call.tape is not None:
+            self._forward_activity()
+            role = f"copy:{self.copy_occ}:src"
+            self.copy_occ += 1
+            if isinstance(call.src, wp.array):
+                self._note_use(role, call.src)
+        else:
+            owner = self._owner_of_grad(call.src) if isinstance(call.src, wp.array) else None
+            if owner is not None:
+                self._consume(owner, call.src, "wp.copy from its .grad")
+
+    def tape_enter(self, tape) -> None:
+        self._forward_activity()
+
+    # ---------------------------------------------------------------- backward: the objective
+    def before_backward(self, tape, loss, grads) -> None:
+        if self.phase == "consuming":
+            self.it += 1
+            self.phase = "forward"
+            self._on_new_iteration()
+        value, seeds = self._seeded_value(tape, loss, grads)
+        if not self.leaf_names:
+            # Named here, while the user's frames are alive: the ambiguity message lists them.
+            self.leaf_names = [name_of(a) for a in self.leaf_candidates.values()][:20]
+        for table, i in ((self.iters, self.it), (self.bwd_iters, self.bwd)):
+            rec = self._iter(table, i)
+            if rec is None:
+                continue
+            if rec.backward_calls == 0 and self.prev_params:
+                for name, p in self.prev_params.items():
+                    if p.grad is not None:
+                        g = np.abs(_np(p.grad).astype(np.float64))
+                        if g.size and float(g.max()) > 0:
+                            rec.stale[name] = float(g.max())
+            rec.backward_calls += 1
+            rec.objective += value
+            rec.seeds.extend(seeds)
+            rec.nonfinite_loss |= not np.isfinite(value)
+        if self.param_names and not self.named_params:
+            for n in self.param_names:
+                try:
+                    v = frame_value(n)
+                except (KeyError, AttributeError):
+                    continue
+                if isinstance(v, wp.array):
+                    self.named_params[n] = v
+        if self.mode == "fd" and self.scheme == "backward" and self.bwd == self.target:
+            self._fd_stop()
+        self.phase = "backward"
+
+    def after_backward(self, tape, loss, grads) -> None:
+        if self.scheme == "backward" or not self.consumed_any:
+            rec = self._iter(self.bwd_iters, self.bwd)
+            if rec is not None:
+                # Without an update to watch, the gradient right after backward is what a caller reads.
+                for owner in list(self.named_params.values()) or list(self.leaf_candidates.values()):
+                    if owner.grad is not None and id(owner) not in self.loss_ids:
+                        self._record_param(rec, owner, owner.grad, "read after backward", final=False)
+        self.bwd += 1
+
+    def _seeded_value(self, tape, loss, grads) -> tuple[float, list[str]]:
+        if loss is not None:
+            self.loss_ids.add(id(loss))
+            self.leaf_candidates.pop(id(loss), None)
+            return scalar_of(loss), [f"tape.backward(loss={name_of(loss) or 'loss'})"]
+        if grads:
+            total, seeds = 0.0, []
+            for arr, seed in grads.items():
+                self.loss_ids.add(id(arr))
+                self.leaf_candidates.pop(id(arr), None)
+                total += float(np.sum(_np(arr).astype(np.float64) * _np(seed).astype(np.float64)))
+                seeds.append(f"grads={{{name_of(arr) or 'array'}: seed}}")
+            return total, seeds
+        # Seeded by hand (`x.grad.fill_(1)`, `.grad.assign(...)`): the seeds are the nonzero grads of
+        # arrays the tape writes; their dot product with the values is the objective being differentiated.
+        total, seeds = 0.0, []
+        for launch in tape.launches:
+            if not isinstance(launch, list):
+                continue
+            for out in launch[4]:
+                for _, arr in hooks.iter_arrays(out):
+                    if arr.grad is None or id(arr) in self.loss_ids:
+                        continue
+                    g = _np(arr.grad).astype(np.float64)
+                    if np.any(g != 0):
+                        self.loss_ids.add(id(arr))
+                        total += float(np.sum(g * _np(arr).astype(np.float64)))
+                        seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad")
+        if not seeds:
+            self.notes.append("tape.backward() was called with no loss, no grads= and no nonzero seed gradient")
+        return total, seeds
+
+    # ---------------------------------------------------------------- consumption: the gradient used
+    def _owner_of_grad(self, arr):
+        owner = self.grad_owner.get(id(arr))
+        if owner is None or owner.grad is not arr:
+            return None
+        if id(owner) in self.loss_ids or id(owner) in self.outputs_written:
+            return None
+        return owner
+
+    def grad_read(self, arr, how: str) -> None:
+        owner = self._owner_of_grad(arr)
+        if owner is not None:
+            self._consume(owner, arr, f"host read of its .grad ({how})")
+
+    def optimizer_step(self, opt, grads) -> None:
+        params = list(getattr(opt, "params", None) or [])
+        for p, g in zip(params, list(grads or [])):
+            if isinstance(p, wp.array) and isinstance(g, wp.array):
+                self._consume(p, g, f"{type(opt).__name__}.step")
+
+    def _consume(self, owner, grad, how: str) -> None:
+        if self.phase not in ("backward", "consuming", "forward_after_backward"):
+            return
+        self.consumed_any = True
+        if self.phase != "consuming":
+            self.phase = "consuming"
+            if self.mode == "fd" and self.scheme == "consume" and self.it == self.target:
+                self._fd_stop()
+        rec = self._iter(self.iters, self.it)
+        if rec is not None and id(owner) not in rec.params:
+            self._record_param(rec, owner, grad, how, final=True)
+
+    def _record_param(self, rec: _Iter, owner, grad, how: str, final: bool) -> None:
+        name = name_of(owner) or f"param{len(rec.params)}"
+        if self.param_names and name not in self.param_names and not any(o is owner for o in self.named_params.values()):
+            return
+        g = _np(grad).astype(np.float64).copy()
+        rec.params[id(owner)] = {
+            "name": name, "how": how, "grad": g, "value": _np(owner).astype(np.float64).copy(),
+            "dtype": str(owner.dtype.__name__ if hasattr(owner.dtype, "__name__") else owner.dtype),
+            "shape": list(owner.shape), "requires_grad": bool(owner.requires_grad),
+        }
+        rec.owners[id(owner)] = owner
+        if self.objective_name and rec.named_objective is None:
+            rec.named_objective = self._named_objective()
+        if final:
+            self.prev_params[name] = owner
+
+    def _named_objective(self) -> float | None:
+        try:
+            return scalar_of(frame_value(self.objective_name))
+        except (KeyError, AttributeError, TypeError, ValueError) as e:
+            self.notes.append(f"--objective {self.objective_name}: not found in the script's frames ({e})")
+            return None
+
+    # ---------------------------------------------------------------- fd mode
+    def _fd_stop(self) -> None:
+        self.stopped_at = f"iteration {self.target}"
+        self.s.finish("completed")
+
+    def script_end(self) -> None:
+        if self.mode == "fd":
+            self.stopped_at = "script end"
+
+    # ---------------------------------------------------------------- result
+    def result(self) -> dict[str, Any]:
+        if self.mode == "fd":
+            table = self.iters if self.scheme == "consume" else self.bwd_iters
+            rec = table.get(self.target)
+            obj = None
+            if rec is not None:
+                obj = rec.named_objective if self.objective_name else rec.objective
+                if self.objective_name and obj is None:
+                    obj = self._named_objective()
+            applied = {}
+            for role, d in self.applied.items():
+                path = self.outdir / f"applied_{abs(hash(role))}.npy"
+                np.save(path, d)
+                applied[role] = str(path)
+            return {
+                "objective": obj, "stopped_at": self.stopped_at,
+                "reached": bool(self.stopped_at and self.stopped_at.startswith("iteration")), "applied": applied,
+                "unapplied": sorted(self.perturb), "backward_calls": rec.backward_calls if rec else 0,
+                "notes": self.notes,
+            }
+        scheme = "consume" if self.consumed_any else "backward"
+        table = self.iters if scheme == "consume" else self.bwd_iters
+        seen = sorted(i for i, r in table.items() if r.params or r.backward_calls)
+        if self.target is not None:
+            target = self.target
+        else:
+            complete = [i for i in seen if table[i].params]
+            target = 1 if 1 in complete else (complete[0] if complete else 0)
+        rec = table.get(target)
+        params = []
+        if rec is not None:
+            for k, (oid, p) in enumerate(rec.params.items()):
+                role = rec.first_use.get(oid)
+                gpath, vpath = self.outdir / f"grad_{k}.npy", self.outdir / f"value_{k}.npy"
+                np.save(gpath, p["grad"])
+                np.save(vpath, p["value"])
+                params.append({
+                    "name": p["name"], "role": role, "how": p["how"], "shape": p["shape"], "dtype": p["dtype"],
+                    "numpy_shape": list(p["grad"].shape), "grad_file": str(gpath), "value_file": str(vpath),
+                    "requires_grad": p["requires_grad"],
+                })
+        candidates = [n for n in self.leaf_names if n]
+        return {
+            "scheme": scheme,
+            "iteration": target,
+            "iterations_seen": seen,
+            "objective": (rec.named_objective if self.objective_name else rec.objective) if rec else None,
+            "objective_seeds": rec.seeds if rec else [],
+            "backward_calls": rec.backward_calls if rec else 0,
+            "nonfinite_loss": rec.nonfinite_loss if rec else False,
+            "stale_grads": rec.stale if rec else {},
+            "seeded_trajectory": [table[i].objective for i in sorted(table) if table[i].backward_calls],
+            "params": params,
+            "leaf_candidates": candidates[:20],
+            "stopped_at": self.stopped_at,
+            "notes": self.notes,
+        }
+
+
+def _debug(*a) -> None:  # pragma: no cover - kept for interactive harness debugging
+    print("[warpgrad]", *a, file=sys.stderr)

@@ -1,0 +1,247 @@
+"""Entry point of the harness subprocess: `python -m warpgrad.tools.harness.main CONFIG.json`.
+
+Runs the user's script as `python script.py args...` would (sys.argv, sys.path[0], __main__), with
+Warp's logger captured, seeds pinned, and the listeners named by the config installed on Warp's API.
+Writes one JSON document to `$WARPGRAD_RESULT` and exits; the user's script keeps stdout/stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import random
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+MODES = {
+    "run": "warpgrad.tools.harness.capture:RunListener",
+    "capture": "warpgrad.tools.harness.capture:CaptureListener",
+    "fd": "warpgrad.tools.harness.capture:CaptureListener",
+    "probe": "warpgrad.tools.harness.probe:ProbeListener",
+}
+
+
+class WarpLog:
+    """A Warp logger (see `wp.set_logger`) that keeps messages instead of printing them.
+
+    Warp's chatter (banner, module loads) must not look like user output, and its warnings
+    (overwrite tracker, disabled backward) are evidence; `warnings.catch_warnings` cannot see them.
+    """
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.compiled: list[str] = []
+
+    def _add(self, level: str, message: str, category: str | None = None) -> None:
+        from warpgrad.tools.harness import hooks
+
+        cur = hooks.STATE.current
+        site = None
+        if cur is not None:
+            site = dict(cur.site)
+            site["kernel"] = getattr(getattr(cur, "kernel", None), "key", None)
+            site["op"] = "copy" if hasattr(cur, "dest") else "launch"
+        if level == "info" and message.startswith("Module ") and "(compiled)" in message:
+            self.compiled.append(message.split()[1])
+        self.records.append({"level": level, "message": str(message), "category": category, "site": site})
+
+    def debug(self, msg: str) -> None:
+        self._add("debug", msg)
+
+    def info(self, msg: str) -> None:
+        self._add("info", msg)
+
+    def warning(self, msg: str, category=None, stacklevel: int = 1) -> None:
+        self._add("warning", msg, getattr(category, "__name__", None))
+
+    def error(self, msg: str) -> None:
+        self._add("error", msg)
+        print(f"Warp Error: {msg}", file=sys.stderr)
+
+
+class Session:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.workspace = Path(cfg["workspace"]).resolve()
+        self.script = Path(cfg["script"]).resolve() if cfg.get("script") else None
+        self.listeners: list[Any] = []
+        self.log = WarpLog()
+        self.started = time.monotonic()
+        self.result_path = os.environ["WARPGRAD_RESULT"]
+        self.done = False
+
+    def files(self) -> dict[str, str]:
+        """sha256 of every workspace file this run imported (the evidence names what it exercised)."""
+        paths = set()
+        for mod in list(sys.modules.values()):
+            f = getattr(mod, "__file__", None)
+            if f:
+                paths.add(Path(f).resolve())
+        if self.script:
+            paths.add(self.script)
+        for extra in self.cfg.get("extra_files", []):
+            paths.add(Path(extra).resolve())
+        out = {}
+        for p in sorted(paths):
+            if p.suffix != ".py" or not p.is_file() or ".warpgrad" in p.parts:
+                continue
+            try:
+                rel = p.relative_to(self.workspace)
+            except ValueError:
+                continue
+            if any(part in ("site-packages", ".venv", "venv") for part in rel.parts):
+                continue
+            out[rel.as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+        return out
+
+    def finish(self, status: str, error: dict[str, Any] | None = None) -> None:
+        """Write the report and end the process now (the rest of the user's script must not run)."""
+        if self.done:
+            return
+        self.done = True
+        import warp as wp
+
+        data: dict[str, Any] = {
+            "status": status,
+            "error": error,
+            "warp_version": wp.__version__,
+            "device": str(wp.get_device()) if wp._src.context.runtime is not None else "uninitialized",
+            "wall_s": round(time.monotonic() - self.started, 3),
+            "files": self.files(),
+            "warp_log": [r for r in self.log.records if r["level"] in ("warning", "error")][:500],
+            "compiled_modules": self.log.compiled,
+        }
+        for listener in self.listeners:
+            try:
+                data[listener.key] = listener.result()
+            except Exception as e:  # a broken listener must not hide the others' evidence
+                data[listener.key] = {"listener_error": f"{type(e).__name__}: {e}"}
+        tmp = self.result_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, default=_jsonable)
+        os.replace(tmp, self.result_path)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+SESSION: Session | None = None
+
+
+def _jsonable(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    return repr(o)
+
+
+def _load(spec: str):
+    mod, _, name = spec.partition(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+def _user_traceback(exc: BaseException, script: Path | None) -> list[dict[str, Any]]:
+    frames = []
+    for fs in traceback.extract_tb(exc.__traceback__):
+        if "warpgrad" in fs.filename and "/tools/harness/" in fs.filename:
+            continue
+        if fs.filename.startswith("<frozen") or "/runpy.py" in fs.filename:
+            continue
+        frames.append({"file": fs.filename, "line": fs.lineno, "func": fs.name, "code": fs.line})
+    return frames[-12:]
+
+
+def classify(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        return "syntax_error"
+    if isinstance(exc, ModuleNotFoundError):
+        return "missing_import"
+    if isinstance(exc, ImportError):
+        return "import_error"
+    if isinstance(exc, MemoryError):
+        return "out_of_memory"
+    if isinstance(exc, FileNotFoundError):
+        return "file_not_found"
+    return "script_raised"
+
+
+def main(argv: list[str]) -> None:
+    global SESSION
+    cfg = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    SESSION = session = Session(cfg)
+
+    random.seed(cfg.get("seed", 0))
+    import numpy as np
+
+    np.random.seed(cfg.get("seed", 0))
+
+    import warp as wp
+
+    if cfg.get("tracker"):
+        # Must be set before any module is built: it changes codegen and the module hash.
+        wp.config.verify_autograd_array_access = True
+    if cfg.get("log_level") == "debug":
+        wp.config.log_level = wp.LOG_DEBUG
+    wp.set_logger(session.log)
+    wp.init()
+    if cfg.get("device"):
+        wp.set_device(cfg["device"])
+
+    from warpgrad.tools.harness import hooks
+
+    hooks.install()
+    specs = [MODES[cfg["mode"]]] + list(cfg.get("listeners", []))
+    for spec in specs:
+        listener = _load(spec)(session)
+        session.listeners.append(listener)
+        hooks.add_listener(listener)
+
+    for listener in session.listeners:
+        start = getattr(listener, "start", None)
+        if start:
+            start()  # a probe-driven mode does all its work here and finishes
+
+    script = session.script
+    if script is None:
+        session.finish("no_script", {"kind": "config", "message": "no script given"})
+    if not script.is_file():
+        session.finish("error", {"kind": "file_not_found", "message": f"script not found: {script}"})
+    sys.argv = [str(script), *cfg.get("args", [])]
+    sys.path.insert(0, str(script.parent))
+    status, error = "completed", None
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) or e.code is None else 1
+        if code not in (0, None):
+            status, error = "error", {"kind": "exit_code", "message": f"the script called sys.exit({e.code!r})", "exit_code": code}
+    except KeyboardInterrupt:
+        status, error = "error", {"kind": "interrupted", "message": "KeyboardInterrupt"}
+    except BaseException as e:  # the user's failure is the finding; report it instead of dying
+        error = {
+            "kind": classify(e),
+            "type": type(e).__name__,
+            "message": str(e)[:2000],
+            "traceback": _user_traceback(e, script),
+        }
+        if isinstance(e, SyntaxError):
+            error.update(file=e.filename, line=e.lineno)
+        status = "error"
+    for listener in session.listeners:
+        listener.script_end()
+    session.finish(status, error)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

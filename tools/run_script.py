@@ -1,0 +1,131 @@
+"""`run_script`: run the user's workflow as `python script.py args...` would, in a sandboxed subprocess."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from warpgrad.tools.ledger import Ledger
+from warpgrad.tools.losses import LossPoint, parse_losses, summarize
+from warpgrad.tools.registry import tool
+from warpgrad.tools.runner import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_warp_chatter
+from warpgrad.tools.workspace import rel_path, resolve_path
+
+ErrorKind = Literal[
+    "timeout", "crashed", "out_of_memory", "syntax_error", "missing_import", "import_error", "file_not_found",
+    "script_raised", "exit_code", "harness_failed", "interrupted",
+]
+
+
+class RunScriptArgs(BaseModel):
+    script: str = Field(description="Workspace-relative path of the Python script to run.")
+    args: list[str] = Field(default_factory=list, description="Command-line arguments passed to the script (sys.argv[1:]).")
+    timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit; the whole process group is killed past it.")
+    memory_mb: int = Field(DEFAULT_MEMORY_MB, gt=64, description="Address-space cap of the process, in MiB (CPU runs).")
+    device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU even where CUDA exists.")
+    record: bool = Field(True, description="Append the run (with its loss trajectory) to the evidence ledger.")
+
+
+class RunError(BaseModel):
+    kind: ErrorKind
+    message: str
+    file: str | None = None
+    line: int | None = None
+    traceback: list[dict[str, Any]] = []
+
+
+class RunScriptResult(BaseModel):
+    ok: bool = Field(description="The script ran to completion with exit code 0.")
+    script: str
+    args: list[str]
+    returncode: int | None
+    signal: str | None = None
+    timed_out: bool = False
+    wall_s: float
+    stdout_tail: str = Field(description="The end of the script's own stdout (Warp's chatter removed).")
+    stderr_tail: str = ""
+    output_truncated: bool = False
+    error: RunError | None = None
+    warp_version: str | None = None
+    device: str | None = None
+    loss_trajectory: list[float] = []
+    loss_points: list[LossPoint] = []
+    final_loss: float | None = None
+    trend: str | None = None
+    warp_warnings: list[str] = []
+    files: dict[str, str] = Field(default_factory=dict, description="sha256 of every workspace file the run imported.")
+    counts: dict[str, int] = {}
+
+
+def run_script_in(workspace: Path, script: Path, args: list[str], *, timeout_s: float = 300.0,
+                  memory_mb: int = DEFAULT_MEMORY_MB, device: str | None = None) -> RunScriptResult:
+    """Run `script` under the harness in "run" mode and describe what happened."""
+    workspace = Path(workspace).resolve()
+    cfg = {"mode": "run", "workspace": str(workspace), "script": str(script), "args": list(args), "device": device}
+    out = run_harness(cfg, cwd=workspace, timeout_s=timeout_s, memory_mb=memory_mb, device=device)
+    return describe_run(out.process, out.data, workspace, script, args)
+
+
+def describe_run(proc: ProcessResult, data: dict | None, workspace: Path, script: Path, args: list[str]) -> RunScriptResult:
+    stdout = strip_warp_chatter(proc.stdout_tail)
+    stderr = strip_warp_chatter(proc.stderr_tail)
+    error = _error_of(proc, data, stderr)
+    points = parse_losses(stdout)
+    summary = summarize(points)
+    try:
+        rel = rel_path(workspace, script)
+    except ValueError:
+        rel = str(script)
+    return RunScriptResult(
+        ok=error is None, script=rel, args=list(args), returncode=proc.returncode, signal=proc.signal,
+        timed_out=proc.timed_out, wall_s=proc.wall_s, stdout_tail=stdout[-8000:], stderr_tail=stderr[-4000:],
+        output_truncated=proc.stdout_bytes > len(proc.stdout_tail.encode()) or proc.stderr_bytes > len(proc.stderr_tail.encode()),
+        error=error, warp_version=(data or {}).get("warp_version"), device=(data or {}).get("device"),
+        loss_trajectory=[p.value for p in points], loss_points=points[-200:], final_loss=summary.get("last"),
+        trend=summary.get("trend"),
+        warp_warnings=[r["message"][:400] for r in (data or {}).get("warp_log", []) if r["level"] == "warning"][:50],
+        files=(data or {}).get("files", {}), counts=(data or {}).get("run", {}) or {},
+    )
+
+
+def _error_of(proc: ProcessResult, data: dict | None, stderr: str) -> RunError | None:
+    if proc.timed_out:
+        return RunError(kind="timeout", message=f"the script ran past {proc.wall_s:.0f} s and was killed (a hang, or "
+                        "too large for a check: shrink it)")
+    if proc.signal:
+        hint = " (a segmentation fault: often an out-of-bounds index in a kernel; rerun with wp.config.mode = 'debug')" \
+            if proc.signal == "SIGSEGV" else ""
+        return RunError(kind="crashed", message=f"the script crashed with {proc.signal}{hint}")
+    if data is None:
+        tail = "\n".join(stderr.strip().splitlines()[-10:])
+        if "MemoryError" in stderr or "std::bad_alloc" in stderr:
+            return RunError(kind="out_of_memory", message=f"the script ran out of memory (cap {proc.memory_limit_mb} MiB)")
+        return RunError(kind="harness_failed", message=f"the run {proc.describe()} without a report:\n{tail}")
+    err = data.get("error")
+    if err:
+        tb = err.get("traceback", [])
+        last = tb[-1] if tb else {}
+        msg = f"{err.get('type', '')}: {err.get('message', '')}".strip(": ")
+        if err["kind"] == "out_of_memory":
+            msg = f"the script ran out of memory (cap {proc.memory_limit_mb} MiB): {msg}"
+        return RunError(kind=err["kind"], message=msg, file=err.get("file") or last.get("file"),
+                        line=err.get("line") or last.get("line"), traceback=tb)
+    if proc.returncode not in (0, None):
+        return RunError(kind="exit_code", message=f"exit code {proc.returncode}")
+    return None
+
+
+@tool(args=RunScriptArgs, result=RunScriptResult, long_running=True)
+def run_script(args: RunScriptArgs, workspace: Path) -> RunScriptResult:
+    """Run a workspace script as `python script.py args...` would (its folder on sys.path) in a sandboxed
+    subprocess with a timeout and memory cap, and report exit status, wall time, the end of its output,
+    Warp's warnings, and the loss trajectory parsed from what it prints. Use it to reproduce the user's
+    symptom and, after a fix, to rerun their workflow (the finish gate needs that rerun)."""
+    path = resolve_path(workspace, args.script)
+    result = run_script_in(workspace, path, args.args, timeout_s=args.timeout_s, memory_mb=args.memory_mb,
+                           device=args.device)
+    if args.record:
+        Ledger(workspace).append("run", result, tool="run_script")
+    return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+import click
 import typer
 
 app = typer.Typer(
@@ -18,14 +19,30 @@ COMMAND_MODULES = [
     "warpgrad.agent.cmd_core",
     "warpgrad.agent.cmd_workspace",
     "warpgrad.agent.cmd_agent",
+    "warpgrad.agent.cmd_skill",
 ]
 
 
+_built = False
+
+
 def build() -> typer.Typer:
-    for mod in COMMAND_MODULES:
-        importlib.import_module(mod).register(app)
+    global _built
+    if not _built:
+        for mod in COMMAND_MODULES:
+            importlib.import_module(mod).register(app)
+        _built = True
     return app
 
 
+def command() -> click.Group:
+    """The whole command tree: typer's commands plus `tool NAME` generated from the registry."""
+    from warpgrad.agent.cmd_core import ToolGroup
+
+    group = typer.main.get_command(build())
+    group.add_command(ToolGroup("tool", help="Run any registered tool; options come from its input model."))
+    return group
+
+
 def main() -> None:
-    build()()
+    command()(prog_name="warpgrad")

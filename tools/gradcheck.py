@@ -154,15 +154,26 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
     try:
         base_cfg = {"workspace": str(workspace), "script": str(script), "args": list(args.args), "device": args.device,
                     "seed": args.seed, "outdir": str(tmp)}
-        cap_cfg = dict(base_cfg, mode="capture",
-                       capture={"iteration": args.iteration, "params": args.params, "objective": args.objective})
-        out = run_harness(cap_cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
-        run = describe_run(out.process, out.data, workspace, script, args.args)
-        data = out.data or {}
+        iteration = args.iteration
+        for attempt in range(2):
+            cap_cfg = dict(base_cfg, mode="capture",
+                           capture={"iteration": iteration, "params": args.params, "objective": args.objective})
+            out = run_harness(cap_cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+            run = describe_run(out.process, out.data, workspace, script, args.args)
+            data = out.data or {}
+            cap = data.get("capture") or {}
+            obj = cap.get("objective")
+            if (attempt == 0 and args.iteration is None and cap.get("iteration") and run.error is None
+                    and obj is not None and not np.isfinite(obj)):
+                # A NaN gradient at iteration 0 poisons the parameters, so iteration 1's forward is already
+                # non-finite: check the first iteration, where the bad gradient was born.
+                res.notes.append(f"the objective is {obj} at iteration {cap['iteration']}; checked iteration 0 instead")
+                iteration = 0
+                continue
+            break
         res.device, res.warp_version, res.files = data.get("device", ""), data.get("warp_version", ""), data.get("files", {})
         if run.error is not None:
             return _fail(res, f"the script does not run: {run.error.message}", run.error)
-        cap = data.get("capture") or {}
         if cap.get("listener_error"):
             return _fail(res, f"capture failed inside the harness: {cap['listener_error']}")
         res.notes += cap.get("notes", [])

@@ -134,6 +134,8 @@ def run_process(
         proc.wait()
     for r in readers:
         r.join(timeout=5)
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
     rc = proc.returncode
     sig = None
     if rc is not None and rc < 0:

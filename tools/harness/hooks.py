@@ -172,7 +172,8 @@ def install() -> None:
 
     @_fake_location
     def copy(dest, src, *args, **kwargs):
-        if STATE.in_hook:
+        # wp.copy copies the gradients too by calling itself on `.grad`: that inner copy is not the user's.
+        if STATE.in_hook or isinstance(STATE.current, CopyCall):
             return orig_copy(dest, src, *args, **kwargs)
         call = CopyCall(dest, src, ctx.runtime.tape, call_site(), bool(STATE.in_backward))
         _emit("before_copy", call)

@@ -1,0 +1,3 @@
+from warpgrad.agent.cli import main
+
+main()

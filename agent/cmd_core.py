@@ -1,0 +1,225 @@
+"""CLI commands of the core: `warpgrad gradcheck`, `warpgrad run`, and `warpgrad tool NAME` for every registered tool."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import click
+import typer
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+out = Console()
+
+
+def workspace_for(script: Path | None, workspace: Path | None) -> Path:
+    """The workspace is `--workspace`, else the current folder when it holds the script, else the script's folder."""
+    if workspace is not None:
+        return workspace.resolve()
+    cwd = Path.cwd().resolve()
+    if script is None:
+        return cwd
+    s = script.resolve()
+    return cwd if s.is_relative_to(cwd) else s.parent
+
+
+def rel_to(ws: Path, p: Path | None) -> str | None:
+    if p is None:
+        return None
+    rp = p.resolve()
+    return rp.relative_to(ws).as_posix() if rp.is_relative_to(ws) else str(p)
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.6g}"
+
+
+def render_gradcheck(r) -> None:
+    colour = {True: "green", False: "red", None: "yellow"}[r.passed]
+    verdict = {True: "gradients match finite differences", False: "GRADIENTS ARE WRONG", None: "no verdict"}[r.passed]
+    out.print(f"[bold {colour}]{verdict}[/]  signature: [bold]{r.signature}[/]"
+              + (f" (factor {r.factor:g})" if r.factor is not None else ""))
+    if not r.ok:
+        out.print(f"[red]check could not be made:[/] {r.reason}")
+        if r.error and r.error.traceback:
+            last = r.error.traceback[-1]
+            out.print(f"  at {last.get('file')}:{last.get('line')}  {last.get('code') or ''}")
+        return
+    if r.explanation:
+        out.print(r.explanation)
+    if r.reason and r.reason != r.explanation:
+        out.print(f"[yellow]{r.reason}[/]")
+    out.print(f"objective: {r.objective} = {_fmt(r.objective_value)}")
+    out.print(f"gradient:  {r.gradient}")
+    if r.directions:
+        t = Table(title=f"AD·v vs FD·v (step {r.eps:g}, noise band {_fmt(r.noise_band)})")
+        for col in ("direction", "AD·v", "FD·v", "AD/FD", "band", "agree"):
+            t.add_column(col)
+        for c in r.directions:
+            t.add_row(f"{c.direction} ({c.scope})", _fmt(c.ad), _fmt(c.fd), _fmt(c.ratio), _fmt(c.band),
+                      "[green]yes[/]" if c.agree else "[red]no[/]")
+        out.print(t)
+    if r.params:
+        t = Table(title="parameters")
+        for col in ("name", "size", "|AD|", "NaN/inf", "consumed by", "AD/FD", "agree"):
+            t.add_column(col)
+        for p in r.params:
+            t.add_row(p.name, str(p.size), _fmt(p.ad_norm), str(p.nonfinite), p.how or "", _fmt(p.ratio),
+                      "—" if p.agree is None else ("[green]yes[/]" if p.agree else "[red]no[/]"))
+        out.print(t)
+    if r.elements:
+        bad = [e for e in r.elements if not e.agree]
+        out.print(f"elements checked: {len(r.elements)}, disagreeing: {len(bad)}"
+                  + (f" (first: {bad[0].param}{bad[0].index} AD {bad[0].ad:.4g} FD {bad[0].fd:.4g})" if bad else ""))
+    for n in r.notes:
+        out.print(f"note: {n}")
+    out.print(f"[dim]iteration {r.iteration}, {r.evaluations} evaluations, {r.wall_s:.1f} s, {r.device}, "
+              f"Warp {r.warp_version}, harness {r.harness_id[:12]}[/]")
+
+
+def gradcheck_cmd(
+    ctx: typer.Context,
+    script: Annotated[Optional[Path], typer.Argument(help="Training script to check (zero-config capture).")] = None,
+    probe: Annotated[Optional[Path], typer.Option(help="Probe file with params(), loss(), grad().")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", help="Parameter to check (repeatable).")] = None,
+    iteration: Annotated[Optional[int], typer.Option(help="Training iteration to check (0-based).")] = None,
+    objective: Annotated[Optional[str], typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
+    directions: Annotated[int, typer.Option(help="Random directions (2 evaluations each).")] = 3,
+    elements: Annotated[int, typer.Option(help="On failure, check up to N single elements.")] = 0,
+    device: Annotated[Optional[str], typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
+    workspace: Annotated[Optional[Path], typer.Option(help="Workspace root (default: the current folder).")] = None,
+    record: Annotated[bool, typer.Option(help="Append the result to .warpgrad/ledger.jsonl.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Check the gradient the optimizer consumes against finite differences. Exit 0: match, 1: wrong, 2: no verdict.
+
+    Arguments after `--` go to the script.
+    """
+    from warpgrad.tools.gradcheck import GradcheckArgs, gradcheck
+    from warpgrad.tools.registry import ToolError
+
+    ws = workspace_for(script or probe, workspace)
+    try:
+        args = GradcheckArgs(script=rel_to(ws, script), probe=rel_to(ws, probe), args=list(ctx.args), params=param or [],
+                             iteration=iteration, objective=objective, directions=directions, elements=elements,
+                             device=device, timeout_s=timeout, record=record)
+        if as_json:
+            r = gradcheck(args, ws)
+        else:
+            with console.status("checking: capture run, then finite-difference runs of the script..."):
+                r = gradcheck(args, ws)
+    except (ToolError, ValidationError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if as_json:
+        print(r.model_dump_json(indent=2))
+    else:
+        render_gradcheck(r)
+    raise typer.Exit(0 if r.passed else (1 if r.passed is False else 2))
+
+
+def run_cmd(
+    ctx: typer.Context,
+    script: Annotated[Path, typer.Argument(help="Script to run.")],
+    timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 300.0,
+    device: Annotated[Optional[str], typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
+    workspace: Annotated[Optional[Path], typer.Option(help="Workspace root.")] = None,
+    record: Annotated[bool, typer.Option(help="Append the run to the ledger.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Run a script in the sandbox and report its exit, time, Warp warnings and loss trajectory."""
+    from warpgrad.tools.registry import ToolError
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    ws = workspace_for(script, workspace)
+    try:
+        r = run_script(RunScriptArgs(script=rel_to(ws, script), args=list(ctx.args), timeout_s=timeout, device=device,
+                                     record=record), ws)
+    except (ToolError, ValidationError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if as_json:
+        print(r.model_dump_json(indent=2))
+    else:
+        status = "[green]ran[/]" if r.ok else f"[red]failed[/]: {r.error.kind}: {r.error.message}"
+        out.print(f"{r.script}: {status} in {r.wall_s:.1f} s (Warp {r.warp_version}, {r.device})")
+        if r.loss_trajectory:
+            out.print(f"loss: {len(r.loss_trajectory)} points, first {r.loss_trajectory[0]:.6g}, last "
+                      f"{r.loss_trajectory[-1]:.6g}, trend {r.trend}")
+        for w in r.warp_warnings[:10]:
+            out.print(f"[yellow]Warp warning:[/] {w}")
+    raise typer.Exit(0 if r.ok else 1)
+
+
+# ---------------------------------------------------------------------------------------------- generated
+def _click_type(annotation: Any) -> tuple[Any, bool]:
+    """(click type, multiple) for a pydantic field annotation."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _click_type(inner[0]) if len(inner) == 1 else (str, False)
+    if origin is list:
+        return _click_type(typing.get_args(annotation)[0])[0], True
+    if origin is typing.Literal:
+        return click.Choice([str(a) for a in typing.get_args(annotation)]), False
+    if annotation in (int, float, bool, str):
+        return annotation, False
+    return str, False  # nested models: pass JSON
+
+
+def tool_command(spec) -> click.Command:
+    params = []
+    for name, field in spec.args.model_fields.items():
+        ctype, multiple = _click_type(field.annotation)
+        opt = "--" + name.replace("_", "-")
+        if ctype is bool:
+            params.append(click.Option([f"{opt}/--no-{name.replace('_', '-')}", name], default=None, help=field.description))
+        else:
+            params.append(click.Option([opt, name], type=ctype, multiple=multiple, required=False, default=None,
+                                       help=field.description))
+    params.append(click.Option(["--workspace"], type=click.Path(file_okay=False), default=".", help="Workspace root."))
+
+    def callback(workspace: str, **kwargs: Any) -> None:
+        from warpgrad.tools.registry import ToolError
+
+        raw = {k: v for k, v in kwargs.items() if v is not None and v != ()}
+        for k, v in list(raw.items()):
+            if isinstance(v, tuple):
+                raw[k] = list(v)
+        try:
+            result: BaseModel = spec.call(raw, Path(workspace).resolve())
+        except (ToolError, ValidationError) as e:
+            click.echo(json.dumps({"error": str(e)}), err=True)
+            raise SystemExit(2)
+        click.echo(result.model_dump_json(indent=2))
+
+    return click.Command(spec.name, params=params, callback=callback,
+                         help=spec.description.split("\n\n")[0], short_help=spec.description.split(".")[0][:80])
+
+
+class ToolGroup(click.Group):
+    """`warpgrad tool NAME ...`: every registered tool, options generated from its pydantic input model."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from warpgrad.tools.registry import load_tools
+
+        return sorted(load_tools())
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        from warpgrad.tools.registry import load_tools
+
+        spec = load_tools().get(name)
+        return tool_command(spec) if spec else None
+
+
+def register(app: typer.Typer) -> None:
+    passthrough = {"allow_extra_args": True, "ignore_unknown_options": False}
+    app.command("gradcheck", context_settings=passthrough)(gradcheck_cmd)
+    app.command("run", context_settings=passthrough)(run_cmd)

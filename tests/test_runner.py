@@ -1,0 +1,96 @@
+"""The sandboxed runner: every way a user script can fail comes back as a structured result."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from warpgrad.tools.registry import ToolError
+from warpgrad.tools.run_script import RunScriptArgs, run_script
+from warpgrad.tools.runner import run_process, strip_warp_chatter
+
+pytestmark = pytest.mark.warp
+
+
+def run(ws: Path, body: str, name: str = "s.py", **kw):
+    (ws / name).write_text(body, encoding="utf-8")
+    return run_script(RunScriptArgs(script=name, record=False, **kw), ws)
+
+
+def test_a_script_runs_like_python_script_py_with_argv_and_its_folder_on_sys_path(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "helper.py").write_text("VALUE = 41\n", encoding="utf-8")
+    (tmp_path / "pkg" / "main.py").write_text(
+        "import sys, helper\nprint('argv', sys.argv[1:], 'value', helper.VALUE + 1)\n", encoding="utf-8")
+    r = run_script(RunScriptArgs(script="pkg/main.py", args=["--n", "3"], record=False), tmp_path)
+    assert r.ok, r.error
+    assert "argv ['--n', '3'] value 42" in r.stdout_tail
+    assert r.warp_version and r.device == "cpu"
+
+
+def test_warp_chatter_never_reaches_the_users_output(tmp_path):
+    r = run(tmp_path, "import warp as wp\nwp.init()\nprint('mine')\n")
+    assert r.stdout_tail.strip() == "mine"
+    assert "CUDA driver" not in r.stderr_tail
+    assert strip_warp_chatter("Warp 1.19.0 initialized:\n   Devices:\nkeep me\n") == "keep me"
+
+
+def test_a_loss_trajectory_is_parsed_from_what_the_script_prints(tmp_path):
+    r = run(tmp_path, "for i in range(4):\n    print(f'iter {i} loss {1.0/(i+1):.4f}')\n")
+    assert r.loss_trajectory == [1.0, 0.5, 0.3333, 0.25]
+    assert r.trend == "improving"
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        ("def f(:\n    pass\n", "syntax_error"),
+        ("import definitely_not_a_module_xyz\n", "missing_import"),
+        ("raise ValueError('boom')\n", "script_raised"),
+        ("import sys\nsys.exit(3)\n", "exit_code"),
+        ("import numpy as np\nx = np.ones((1 << 40,), dtype=np.uint8)\n", "out_of_memory"),
+    ],
+)
+def test_each_failure_of_the_script_is_named(tmp_path, body, kind):
+    r = run(tmp_path, body, memory_mb=2048)
+    assert not r.ok
+    assert r.error.kind == kind, r.error
+
+
+def test_the_syntax_error_names_its_line(tmp_path):
+    r = run(tmp_path, "x = 1\ny = (\n")
+    assert r.error.kind == "syntax_error" and r.error.line == 2
+
+
+def test_a_hang_is_killed_at_the_timeout_with_its_children(tmp_path):
+    body = "import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\ntime.sleep(60)\n"
+    r = run(tmp_path, body, timeout_s=3)
+    assert r.timed_out and r.error.kind == "timeout"
+    assert r.wall_s < 20
+
+
+def test_a_segfault_is_reported_as_a_crash(tmp_path):
+    r = run(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert r.error.kind == "crashed" and r.signal == "SIGSEGV"
+
+
+def test_megabytes_of_output_are_bounded(tmp_path):
+    r = run(tmp_path, "import sys\nfor i in range(200000):\n    print('x' * 50)\nprint('the end')\n")
+    assert r.ok
+    assert r.output_truncated
+    assert len(r.stdout_tail) <= 16_000
+    assert r.stdout_tail.rstrip().endswith("the end")
+
+
+def test_a_missing_script_and_a_path_outside_the_workspace_are_refused(tmp_path):
+    with pytest.raises(ToolError):
+        run_script(RunScriptArgs(script="../elsewhere.py", record=False), tmp_path)
+    r = run_script(RunScriptArgs(script="nope.py", record=False), tmp_path)
+    assert r.error.kind == "file_not_found"
+
+
+def test_run_process_reports_a_missing_executable(tmp_path):
+    r = run_process(["/no/such/binary"], cwd=tmp_path)
+    assert r.returncode == 127 and "could not start" in r.stderr_tail
+    r = run_process([sys.executable, "-c", "print('ok')"], cwd=tmp_path)
+    assert r.ok and r.stdout_tail.strip() == "ok"

@@ -1,0 +1,428 @@
+"""Harness listener that describes the tape recorded at the captured iteration, at its `backward`.
+
+Runs next to `CaptureListener` (mode "capture") and uses its iteration numbering, so "the tape at
+iteration T" means the iteration gradcheck measures. For every tape whose backward runs in that
+iteration it writes a plain-JSON description (`describe()`); `warpgrad.tools.tape_hazards` turns the
+description into hazards without Warp.
+
+What it records beyond `tape.launches`:
+
+* per launch and array argument (struct fields included), whether the kernel reads or writes it, from
+  the kernel's source (`warpgrad.tools.kernel_access`), not from the tracker;
+* array identity: a stable id per Python object plus `ptr`/byte span, so aliases (`ptr=` views, one
+  buffer under two names) are visible;
+* a content fingerprint of every array a taped launch reads, taken just before that launch and again
+  before `backward`: a changed fingerprint proves the values the backward replay will read are not
+  the ones the forward read;
+* launches and copies that write arrays while the tape is open but are not recorded on it
+  (`record_tape=False`, launches after the `with` block, copies of arrays without `.grad`);
+* which iteration recorded each launch (a tape reused without `reset()` replays older launches);
+* copies/clones (closure introspection, warp-facts §6.1) and backward-disabled kernels.
+"""
+
+from __future__ import annotations
+
+import inspect
+import zlib
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from warpgrad.tools import kernel_access
+from warpgrad.tools.harness import hooks
+from warpgrad.tools.harness.capture import CaptureListener, name_of
+
+MAX_TAPES = 4
+MAX_LAUNCHES = 5000
+MAX_FINGERPRINT_BYTES = 256 * 2**20
+MAX_NAME_LOOKUPS = 20000
+
+
+def _closure(fn) -> dict[str, Any]:
+    try:
+        return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in (fn.__closure__ or ()))))
+    except (AttributeError, ValueError):
+        return {}
+
+
+def backward_state(kernel) -> tuple[bool, str | None]:
+    """(enabled, what disabled it: "kernel" | "module" | None), as warp's autograd decides it."""
+    opts = getattr(kernel, "options", {}) or {}
+    if "enable_backward" in opts:
+        return bool(opts["enable_backward"]), None if opts["enable_backward"] else "kernel"
+    mod_opts = getattr(getattr(kernel, "module", None), "options", {}) or {}
+    enabled = bool(mod_opts.get("enable_backward", True))
+    return enabled, None if enabled else "module"
+
+
+class TapeInspectListener(hooks.Listener):
+    key = "tape_inspect"
+
+    def __init__(self, session) -> None:
+        self.s = session
+        self.arrays: dict[int, dict[str, Any]] = {}
+        self.keep: dict[int, Any] = {}  # keeps described arrays alive so ids are not reused
+        self.access_cache: dict[str, kernel_access.KernelAccess | str] = {}
+        self.entry_info: dict[int, dict[str, Any]] = {}  # id(tape entry) -> iteration, fingerprints, site
+        self.untaped: dict[int, list[dict[str, Any]]] = {}  # id(tape) -> writes outside the record
+        self.open_tapes: dict[int, Any] = {}
+        self.descriptions: list[dict[str, Any]] = []
+        self.name_lookups = 0
+        self.names: dict[int, str | None] = {}
+        self.notes: list[str] = []
+        self.pending_copy: dict[int, dict[str, Any]] = {}
+        self.by_rid: dict[str, Any] = {}  # "a3" -> the array
+        self._pending: dict[str, Any] | None = None
+        self.max_tapes = int((session.cfg.get("tape_inspect") or {}).get("max_tapes", MAX_TAPES))
+
+    # ------------------------------------------------------------------ iteration numbering (capture's)
+    def _cap(self) -> CaptureListener | None:
+        return next((x for x in self.s.listeners if isinstance(x, CaptureListener)), None)
+
+    def _active(self) -> bool:
+        cap = self._cap()
+        if cap is None:
+            return True
+        ru = cap.record_until
+        return cap.it <= ru and (cap.consumed_any or cap.bwd <= ru)
+
+    def _iteration(self) -> tuple[int, int]:
+        cap = self._cap()
+        return (cap.it, cap.bwd) if cap is not None else (0, len(self.descriptions))
+
+    # ------------------------------------------------------------------ arrays
+    def _array_id(self, arr) -> str:
+        rec = self.arrays.get(id(arr))
+        if rec is None:
+            rec = self._describe_array(arr)
+            self.arrays[id(arr)] = rec
+            self.keep[id(arr)] = arr
+            self.by_rid[rec["id"]] = arr
+        return rec["id"]
+
+    def _describe_array(self, arr) -> dict[str, Any]:
+        dtype = getattr(arr.dtype, "__name__", str(arr.dtype))
+        ptr = int(arr.ptr) if arr.ptr else None
+        span = 0
+        if arr.shape and all(s > 0 for s in arr.shape):
+            # Byte span from the first to one past the last element (strided views included).
+            span = sum((s - 1) * abs(st) for s, st in zip(arr.shape, arr.strides)) + wp._src.types.type_size_in_bytes(arr.dtype)
+        return {
+            "id": f"a{len(self.arrays)}", "name": self._name(arr), "shape": list(arr.shape), "dtype": dtype,
+            "device": str(arr.device), "requires_grad": bool(arr.requires_grad),
+            "retain_grad": bool(getattr(arr, "retain_grad", False)), "ptr": ptr, "nbytes": int(span),
+            "grad_ptr": int(arr.grad.ptr) if arr.grad is not None and arr.grad.ptr else None,
+        }
+
+    def _name(self, arr) -> str | None:
+        if self.name_lookups < MAX_NAME_LOOKUPS:
+            self.name_lookups += 1
+            n = name_of(arr)
+            if n:
+                self.names[id(arr)] = n
+            return n or self.names.get(id(arr))
+        return self.names.get(id(arr))
+
+    def _fingerprint(self, arr) -> int | None:
+        try:
+            if arr.ptr is None or arr.size == 0:
+                return None
+            if arr.size * wp._src.types.type_size_in_bytes(arr.dtype) > MAX_FINGERPRINT_BYTES:
+                return None
+            a = hooks.original("numpy")(arr)
+            return zlib.crc32(np.ascontiguousarray(a).view(np.uint8).tobytes())
+        except Exception:  # an exotic array type must not break the user's run
+            return None
+
+    # ------------------------------------------------------------------ kernel access
+    def _access(self, kernel) -> kernel_access.KernelAccess | str:
+        key = kernel.key
+        if key not in self.access_cache:
+            try:
+                adj = kernel.adj
+                glb = getattr(kernel.func, "__globals__", {})
+
+                def resolve(name: str) -> str | None:
+                    base, *rest = name.split(".")
+                    obj = glb.get(base)
+                    for r in rest:
+                        obj = getattr(obj, r, None)
+                    fn = getattr(obj, "func", None)
+                    if isinstance(obj, wp._src.context.Function) and fn is not None:
+                        try:
+                            return inspect.getsource(fn)
+                        except (OSError, TypeError):
+                            return None
+                    return None
+
+                self.access_cache[key] = kernel_access.analyze_kernel(
+                    adj.source, name=adj.fun_name, resolver=resolve, first_line=adj.fun_lineno)
+            except Exception as e:  # fall back to the inputs/outputs split the user passed
+                self.access_cache[key] = f"{type(e).__name__}: {e}"
+        return self.access_cache[key]
+
+    def _launch_arrays(self, kernel, inputs: list, outputs: list, names: bool = True) -> tuple[list[dict], list[dict], str]:
+        ka = self._access(kernel)
+        labels = [a.label for a in kernel.adj.args]
+        args_desc, arrays = [], []
+        values = list(inputs) + list(outputs)
+        for i, v in enumerate(values):
+            label = labels[i] if i < len(labels) else f"arg{i}"
+            io = "input" if i < len(inputs) else "output"
+            found = list(hooks.iter_arrays(v))
+            kind = "array" if isinstance(v, wp.array) else "struct" if found or hasattr(v, "_cls") else "value"
+            ad: dict[str, Any] = {"index": i, "name": label, "io": io, "kind": kind}
+            if kind == "value":
+                ad["value"] = repr(v)[:80]
+            args_desc.append(ad)
+            for path, arr in found:
+                field = path or None
+                if isinstance(ka, kernel_access.KernelAccess):
+                    arg = ka.arg(label)
+                    accs = [] if arg is None else [a for a in arg.accesses if a.field == field
+                                                   or (a.field is None and field is not None and a.kind == "unknown")]
+                    s = kernel_access.summarize(accs)
+                    summary = s.model_dump(exclude={"read_lines", "write_lines"})
+                    summary["read_lines"], summary["write_lines"] = s.read_lines[:5], s.write_lines[:5]
+                else:
+                    summary = {"read": io == "input", "written": io == "output", "accumulate_only": False,
+                               "inplace": False, "write_after_read": False, "tracker_sees_read": True,
+                               "conservative": True, "read_lines": [], "write_lines": []}
+                arrays.append({"arg": label, "arg_index": i, "field": field, "array": self._array_id(arr),
+                               "user_name": self._name(arr) if names else None, **summary, "_obj": arr})
+        return args_desc, arrays, ("ast" if isinstance(ka, kernel_access.KernelAccess) else f"fallback ({ka})")
+
+    # ------------------------------------------------------------------ hooks
+    def before_launch(self, call: hooks.LaunchCall) -> None:
+        if call.in_backward or not self._active():
+            return
+        if call.taped:
+            tape = call.tape
+            self.open_tapes[id(tape)] = tape
+            it, bwd = self._iteration()
+            info = {"n_before": len(tape.launches), "fp": {}, "iteration": it, "bwd": bwd}
+            _, arrays, _ = self._launch_arrays(call.kernel, call.inputs, call.outputs)
+            # Names as bound at the launch: rebinding (a, b = b, a) shows as one buffer under two names.
+            info["names"] = {(a["arg"], a["field"]): a["user_name"] for a in arrays}
+            for a in arrays:
+                if a["read"] and not a["written"]:
+                    info["fp"][a["array"]] = self._fingerprint(a["_obj"])
+            # An array the launch itself rewrites is compared from after the launch: its own write is the
+            # in-kernel hazard, reported from the source, not a later mutation.
+            info["after"] = [a["_obj"] for a in arrays if a["read"] and a["written"]]
+            self._pending = info
+        elif not call.in_optimizer:
+            self._note_untaped_launch(call)
+
+    def after_launch(self, call: hooks.LaunchCall) -> None:
+        if not call.taped or call.in_backward:
+            return
+        info, self._pending = self._pending, None
+        if info is None:
+            return
+        tape = call.tape
+        if len(tape.launches) > info["n_before"]:
+            for obj in info.pop("after", []):
+                info["fp"][self._array_id(obj)] = self._fingerprint(obj)
+            entry = tape.launches[-1]
+            self.entry_info[id(entry)] = {"iteration": info["iteration"], "bwd": info["bwd"], "fp": info["fp"],
+                                          "names": info["names"], "keep": entry}
+
+    def _open_windows(self) -> list[int]:
+        return [tid for tid, t in self.open_tapes.items() if t.launches]
+
+    def _note_untaped_launch(self, call: hooks.LaunchCall) -> None:
+        wins = self._open_windows()
+        if not wins:
+            return
+        _, arrays, _ = self._launch_arrays(call.kernel, call.inputs, call.outputs)
+        written = [a["array"] for a in arrays if a["written"]]
+        if not written:
+            return
+        why = "record_tape=False" if call.tape is not None else "launched while no tape was recording"
+        for tid in wins:
+            self.untaped.setdefault(tid, []).append({
+                "kind": "launch", "kernel": call.kernel.key, "site": dict(call.site), "arrays": written, "why": why,
+                "after_launch": len(self.open_tapes[tid].launches) - 1,
+            })
+
+    def before_copy(self, call: hooks.CopyCall) -> None:
+        if call.in_backward or hooks.STATE.current is not None or not self._active():
+            return
+        if not isinstance(call.dest, wp.array) or not isinstance(call.src, wp.array):
+            return
+        tape = call.tape
+        n = len(tape.launches) if tape is not None else 0
+        it, bwd = self._iteration()
+        self.pending_copy[id(call)] = {"n": n, "fp": self._fingerprint(call.src), "site": dict(call.site),
+                                       "iteration": it, "bwd": bwd}
+        if tape is not None:
+            self.open_tapes[id(tape)] = tape
+
+    def after_copy(self, call: hooks.CopyCall) -> None:
+        pend = self.pending_copy.pop(id(call), None)
+        if pend is None:
+            return
+        tape = call.tape
+        if tape is not None and len(tape.launches) > pend["n"]:
+            entry = tape.launches[-1]
+            self.entry_info[id(entry)] = {"iteration": pend["iteration"], "bwd": pend["bwd"], "site": pend["site"],
+                                          "fp": {self._array_id(call.src): pend["fp"]}, "keep": entry,
+                                          "dest_name": self._name(call.dest), "src_name": self._name(call.src)}
+            return
+        wins = self._open_windows()
+        why = ("a wp.copy inside the tape that Warp did not record (an array without .grad)" if tape is not None
+               else "a wp.copy while no tape was recording")
+        for tid in wins:
+            self.untaped.setdefault(tid, []).append({
+                "kind": "copy", "kernel": "wp.copy", "site": pend["site"], "arrays": [self._array_id(call.dest)],
+                "why": why, "after_launch": len(self.open_tapes[tid].launches) - 1,
+            })
+
+    def before_backward(self, tape, loss, grads) -> None:
+        if not self._active():
+            self._forget(tape)
+            return
+        if len(self.descriptions) >= self.max_tapes * 4:
+            return
+        try:
+            self.descriptions.append(self.describe(tape, loss, grads))
+        except Exception as e:  # describing must never break the user's run
+            self.notes.append(f"could not describe a tape: {type(e).__name__}: {e}")
+
+    def after_backward(self, tape, loss, grads) -> None:
+        self._forget(tape)
+
+    def tape_reset(self, tape) -> None:
+        self._forget(tape)
+
+    def _forget(self, tape) -> None:
+        self.untaped.pop(id(tape), None)
+        self.open_tapes.pop(id(tape), None)
+        for entry in tape.launches:
+            info = self.entry_info.get(id(entry))
+            if info is not None:
+                info["fp"] = {}  # the next backward of a reused tape compares against nothing stale
+
+    # ------------------------------------------------------------------ the description
+    def describe(self, tape, loss, grads) -> dict[str, Any]:
+        it, bwd = self._iteration()
+        launches: list[dict[str, Any]] = []
+        current_fp: dict[str, int | None] = {}
+        for j, entry in enumerate(tape.launches[:MAX_LAUNCHES]):
+            info = self.entry_info.get(id(entry), {})
+            if isinstance(entry, list):
+                kernel, dim, _, inputs, outputs, _, _, meta = (entry + [None] * 8)[:8]
+                caller = (meta or {}).get("caller") or {}
+                enabled, disabled_by = backward_state(kernel)
+                names = info.get("names")
+                args_desc, arrays, source = self._launch_arrays(kernel, inputs, outputs, names=names is None)
+                if names:
+                    for a in arrays:
+                        a["user_name"] = names.get((a["arg"], a["field"])) or self.names.get(id(a["_obj"]))
+                adj = kernel.adj
+                d = {
+                    "index": j, "type": "kernel", "kernel": kernel.key, "module": getattr(kernel.module, "name", None),
+                    "kernel_def": f"{adj.filename}:{adj.fun_lineno}",
+                    "site": {"file": caller.get("file"), "line": caller.get("lineno"), "func": caller.get("func")},
+                    "dim": list(dim) if isinstance(dim, (tuple, list)) else [dim],
+                    "backward_enabled": enabled, "backward_disabled_by": disabled_by,
+                    "n_outputs": len(outputs or []), "args": args_desc, "access_source": source,
+                }
+            elif callable(entry):
+                qual = getattr(entry, "__qualname__", "")
+                cl = _closure(entry)
+                if qual.startswith("copy.") and isinstance(cl.get("src"), wp.array) and isinstance(cl.get("dest"), wp.array):
+                    src, dest = cl["src"], cl["dest"]
+                    arrays = [
+                        {"arg": "src", "arg_index": 0, "field": None, "array": self._array_id(src),
+                         "user_name": info.get("src_name") or self._name(src), "read": True, "written": False,
+                         "accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
+                         "tracker_sees_read": True, "_obj": src},
+                        {"arg": "dest", "arg_index": 1, "field": None, "array": self._array_id(dest),
+                         "user_name": info.get("dest_name") or self._name(dest), "read": False, "written": True,
+                         "accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
+                         "tracker_sees_read": True, "_obj": dest},
+                    ]
+                    d = {"index": j, "type": "copy", "kernel": "wp.copy", "site": info.get("site") or {},
+                         "count": cl.get("count"), "src_offset": cl.get("src_offset"), "dest_offset": cl.get("dest_offset"),
+                         "backward_enabled": True, "args": []}
+                else:
+                    arrays = []
+                    d = {"index": j, "type": "func", "kernel": qual or repr(entry)[:80], "site": info.get("site") or {},
+                         "backward_enabled": True, "args": []}
+            else:
+                continue
+            d["recorded_iteration"] = info.get("iteration")
+            d["recorded_backward_index"] = info.get("bwd")
+            fps = info.get("fp") or {}
+            for a in arrays:
+                obj = a.pop("_obj")
+                if a["read"] and a["array"] in fps and fps[a["array"]] is not None:
+                    if a["array"] not in current_fp:
+                        current_fp[a["array"]] = self._fingerprint(obj)
+                    a["changed_since_launch"] = current_fp[a["array"]] != fps[a["array"]]
+                else:
+                    a["changed_since_launch"] = None
+            d["arrays"] = arrays
+            d["signature"] = self._signature(d)
+            launches.append(d)
+        loss_ids: list[str] = []
+        seed = "none"
+        if loss is not None and isinstance(loss, wp.array):
+            loss_ids, seed = [self._array_id(loss)], "loss"
+        elif grads:
+            loss_ids, seed = [self._array_id(a) for a in grads if isinstance(a, wp.array)], "grads"
+        else:
+            for d in launches:
+                for a in d["arrays"]:
+                    if a["written"]:
+                        obj = self.by_rid.get(a["array"])
+                        if obj is not None and obj.grad is not None and a["array"] not in loss_ids:
+                            g = hooks.original("numpy")(obj.grad)
+                            if np.any(g != 0):
+                                loss_ids.append(a["array"])
+            seed = "hand-seeded .grad" if loss_ids else "none"
+        used = {a["array"] for d in launches for a in d["arrays"]} | set(loss_ids)
+        arrays_out = {rec["id"]: rec for rec in self.arrays.values() if rec["id"] in used}
+        for rec_id, rec in arrays_out.items():
+            obj = self.by_rid.get(rec_id)
+            if obj is not None:  # flags may have changed since first sight
+                rec["requires_grad"] = bool(obj.requires_grad)
+                rec["retain_grad"] = bool(getattr(obj, "retain_grad", False))
+        return {
+            "iteration": it, "backward_index": bwd, "n_launches": len(tape.launches),
+            "truncated": len(tape.launches) > MAX_LAUNCHES, "loss": loss_ids, "seed": seed,
+            "launches": launches, "arrays": arrays_out, "untaped_writes": list(self.untaped.get(id(tape), []))[:200],
+            "warp_version": wp.__version__,
+        }
+
+    @staticmethod
+    def _signature(d: dict[str, Any]) -> str:
+        parts = [d["type"], str(d.get("kernel")), str(d.get("dim"))]
+        parts += [f"{a['arg']}.{a['field']}={a['array']}" for a in d["arrays"]]
+        parts += [f"{a['name']}={a.get('value')}" for a in d.get("args", []) if a["kind"] == "value"]
+        return "|".join(parts)
+
+    # ------------------------------------------------------------------ result
+    def result(self) -> dict[str, Any]:
+        cap = self._cap()
+        if cap is not None:
+            scheme = "consume" if cap.consumed_any else "backward"
+            table = cap.iters if scheme == "consume" else cap.bwd_iters
+            seen = sorted(i for i, r in table.items() if r.params or r.backward_calls)
+            if cap.target is not None:
+                target = cap.target
+            else:
+                complete = [i for i in seen if table[i].params]
+                target = 1 if 1 in complete else (complete[0] if complete else 0)
+            field = "iteration" if scheme == "consume" else "backward_index"
+            tapes = [d for d in self.descriptions if d[field] == target]
+            if not tapes and self.descriptions and cap.target is None:
+                # No complete iteration: describe the first tape seen rather than nothing.
+                tapes = self.descriptions[:1]
+        else:
+            scheme, target, tapes = "backward", None, self.descriptions[:1]
+        return {"scheme": scheme, "iteration": target, "tapes": tapes[:self.max_tapes],
+                "tapes_in_iteration": len(tapes), "notes": self.notes}

@@ -1,0 +1,149 @@
+"""Harness listener for the overwrite tracker: attributes each tracker warning to the user's code.
+
+Runs inside the harness subprocess with `wp.config.verify_autograd_array_access` already set (config
+`tracker: true`). After every launch and copy it parses the Warp log messages that arrived meanwhile
+(the harness's `WarpLog` tags each with the call executing then), looks up the user's name of the
+array written and the earlier taped launch that read it, and deduplicates, so a warning repeated in a
+loop of 10,000 steps is one record with a count rather than 10,000 log lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from warpgrad.tools import tracker
+from warpgrad.tools.harness import hooks
+from warpgrad.tools.harness.capture import name_of
+
+MAX_DISTINCT = 200
+
+
+class TrackerListener(hooks.Listener):
+    key = "tracker"
+
+    def __init__(self, session) -> None:
+        self.s = session
+        self.seen = 0
+        self.records: dict[tuple, tracker.TrackerRecord] = {}
+        self.other: dict[str, int] = {}
+        self.last_reader: dict[int, dict[str, Any]] = {}
+        self.taped_launches = 0
+        self.taped_copies = 0
+        self.backward_calls = 0
+        self.names: dict[int, str | None] = {}
+        self.dropped = 0
+
+    # -- iteration numbering shared with capture when it runs
+    def _iteration(self) -> int:
+        for lst in self.s.listeners:
+            if lst.__class__.__name__ == "CaptureListener":
+                return int(getattr(lst, "it", 0))
+        return self.backward_calls
+
+    def _name(self, arr) -> str | None:
+        if id(arr) not in self.names:
+            self.names[id(arr)] = name_of(arr)
+        return self.names[id(arr)]
+
+    def _drain(self, call) -> None:
+        recs = self.s.log.records
+        new = recs[self.seen:]
+        self.seen = len(recs)
+        for entry in new:
+            if entry["level"] != "warning":
+                continue
+            msg = entry["message"]
+            extra: dict[str, Any] = {"iteration": self._iteration()}
+            parsed = tracker.parse_message(msg)
+            if parsed is None:
+                key = msg.split("\n", 1)[0][:300]
+                self.other[key] = self.other.get(key, 0) + 1
+                continue
+            arr = self._written_array(call, parsed)
+            if arr is not None:
+                extra["array"] = self._name(arr)
+                rb = self.last_reader.get(id(arr))
+                if rb is not None and parsed.kind != "within_kernel":
+                    extra["read_by"] = rb
+            rec = tracker.record_from(msg, entry.get("site"), extra)
+            if rec is None:
+                continue
+            k = tracker._key(rec)
+            if k in self.records:
+                self.records[k].count += 1
+            elif len(self.records) < MAX_DISTINCT:
+                self.records[k] = rec
+            else:
+                self.dropped += 1
+
+    @staticmethod
+    def _written_array(call, parsed: tracker.ParsedWarning):
+        if call is None:
+            return None
+        if isinstance(call, hooks.CopyCall):
+            return call.dest if parsed.kind == "copy" else None
+        if parsed.kind != "across_launches" or parsed.argument is None:
+            return None
+        labels = [a.label for a in call.kernel.adj.args]
+        if parsed.argument in labels:
+            idx = labels.index(parsed.argument)
+            args = call.args
+            if idx < len(args):
+                return args[idx]
+        return None
+
+    def _note_reads(self, call: hooks.LaunchCall) -> None:
+        adj_args = call.kernel.adj.args
+        site = {"file": call.site.get("file"), "line": call.site.get("line"), "func": call.site.get("func"),
+                "kernel": call.kernel.key}
+        for i, arg in enumerate(call.args):
+            if i < len(adj_args) and getattr(adj_args[i], "is_read", False):
+                for _, arr in hooks.iter_arrays(arg):
+                    self.last_reader[id(arr)] = site
+
+    # -- hooks
+    def before_launch(self, call: hooks.LaunchCall) -> None:
+        if hooks.STATE.current is None:
+            self._drain(None)  # messages from outside any call must not be pinned on this one
+
+    def after_launch(self, call: hooks.LaunchCall) -> None:
+        self._drain(call)
+        if call.taped:
+            self.taped_launches += 1
+            self._note_reads(call)
+
+    def before_copy(self, call: hooks.CopyCall) -> None:
+        if hooks.STATE.current is None:
+            self._drain(None)
+
+    def after_copy(self, call: hooks.CopyCall) -> None:
+        if hooks.STATE.current is not None:
+            return  # the gradient copy Warp makes inside a copy
+        self._drain(call)
+        if call.tape is not None:
+            self.taped_copies += 1
+            self.last_reader[id(call.src)] = {"file": call.site.get("file"), "line": call.site.get("line"),
+                                              "func": call.site.get("func"), "kernel": "wp.copy"}
+
+    def after_backward(self, tape, loss, grads) -> None:
+        self._drain(None)
+        self.backward_calls += 1
+        # Warp clears the read flags of the tape's arrays after backward (1.17+).
+        self.last_reader.clear()
+
+    def tape_reset(self, tape) -> None:
+        self.last_reader.clear()
+
+    def script_end(self) -> None:
+        self._drain(None)
+
+    def result(self) -> dict[str, Any]:
+        self._drain(None)
+        return {
+            "records": [r.model_dump() for r in self.records.values()],
+            "other_warnings": [{"message": m, "count": c} for m, c in self.other.items()][:50],
+            "taped_launches": self.taped_launches,
+            "taped_copies": self.taped_copies,
+            "backward_calls": self.backward_calls,
+            "dropped": self.dropped,
+        }

@@ -33,7 +33,7 @@ from warpgrad.tools.workspace import rel_path, resolve_path
 
 Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
                     "grows_across_iterations", "truncation", "inconclusive"]
-EPS_POLICY = "central differences along seeded Rademacher directions scaled by each parameter's RMS; " \
+EPS_POLICY = "central differences along seeded Gaussian directions scaled by each parameter's RMS; " \
              f"step sweep {', '.join(f'{s:g}' for s in fd.STEPS)}; noise band from the sweep"
 
 

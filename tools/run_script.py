@@ -15,7 +15,7 @@ from warpgrad.tools.workspace import rel_path, resolve_path
 
 ErrorKind = Literal[
     "timeout", "crashed", "out_of_memory", "syntax_error", "missing_import", "import_error", "file_not_found",
-    "script_raised", "exit_code", "harness_failed", "interrupted",
+    "script_raised", "exit_code", "harness_failed", "interrupted", "bad_probe", "config",
 ]
 
 

@@ -17,6 +17,7 @@ app = typer.Typer(
 # Each module defines `register(app: typer.Typer) -> None` and adds its commands.
 COMMAND_MODULES = [
     "warpgrad.agent.cmd_core",
+    "warpgrad.agent.cmd_diagnose",
     "warpgrad.agent.cmd_workspace",
     "warpgrad.agent.cmd_agent",
     "warpgrad.agent.cmd_skill",

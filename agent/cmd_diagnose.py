@@ -1,0 +1,127 @@
+"""`warpgrad diagnose SCRIPT [-- ARGS]`: the measured pipeline, rendered for people, JSON or Markdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from warpgrad.agent.cmd_core import console, out, rel_to, workspace_for
+
+
+def markdown(r) -> str:
+    """The diagnosis as a Markdown report (numbers come from the result, nothing else)."""
+    lines = [f"# warpgrad diagnose: `{r.script}`", "", f"**{r.summary}**", ""]
+    if r.blocked:
+        lines += ["## Blocker", "", f"```\n{r.blocked}\n```", ""]
+        return "\n".join(lines)
+    gc = r.gradcheck
+    if gc is not None:
+        lines += ["## Finite-difference check", "", f"- verdict: gradients_wrong = `{r.gradients_wrong}`, signature "
+                  f"`{r.signature}`" + (f", factor {r.factor:g}" if r.factor is not None else ""),
+                  f"- objective: {gc.objective}", f"- gradient: {gc.gradient}"]
+        if gc.directions:
+            lines += ["", "| direction | AD·v | FD·v | AD/FD | band | agree |", "|---|---|---|---|---|---|"]
+            for c in gc.directions:
+                ratio = f"{c.ratio:.6g}" if c.ratio is not None else "—"
+                lines.append(f"| {c.direction} | {c.ad:.6g} | {c.fd:.6g} | {ratio} | {c.band:.3g} | {c.agree} |")
+        if gc.reason:
+            lines += ["", f"- reason: {gc.reason}"]
+        lines.append("")
+    if r.hypotheses:
+        lines += ["## Hypotheses (most likely first)", ""]
+        for h in r.hypotheses:
+            where = f" — `{h.file}:{h.line}`" if h.file and h.line else ""
+            lines.append(f"{h.rank}. **{h.title}**{where} (score {h.score:.2f}" + (f", {h.reference}" if h.reference else "") + ")")
+            for e in h.evidence[:4]:
+                lines.append(f"   - {e.source}: {e.detail[:400]}")
+        lines.append("")
+    if r.ruled_out:
+        lines += ["## Ruled out", ""] + [f"- {x}" for x in r.ruled_out] + [""]
+    if r.next_steps:
+        lines += ["## Next", ""] + [f"- {x}" for x in r.next_steps] + [""]
+    lines += ["## Timings (s)", "", ", ".join(f"{k} {v:.1f}" for k, v in r.timings.items()), ""]
+    return "\n".join(lines)
+
+
+def render(r, con: Console) -> None:
+    colour = {True: "red", False: "green", None: "yellow"}[r.gradients_wrong]
+    con.print(f"[bold {colour}]{r.summary}[/]")
+    if r.blocked:
+        if r.run and r.run.error and r.run.error.traceback:
+            for fr in r.run.error.traceback[-3:]:
+                con.print(f"  {fr.get('file')}:{fr.get('line')}  {fr.get('code') or ''}")
+        return
+    gc = r.gradcheck
+    if gc is not None and gc.directions:
+        worst = max(gc.directions, key=lambda c: abs(c.ad - c.fd))
+        con.print(f"FD check ({gc.objective}): AD·v {worst.ad:.6g} vs FD·v {worst.fd:.6g} "
+                  f"(noise band {worst.band:.2g}, {gc.evaluations} evaluations)")
+    elif gc is not None and gc.reason:
+        con.print(f"[yellow]{gc.reason}[/]")
+    for h in r.hypotheses[:5]:
+        where = f"{h.file}:{h.line}" if h.file and h.line else "—"
+        con.print(f"[bold]{h.rank}.[/] {h.title}  [cyan]{where}[/]  [dim](score {h.score:.2f})[/]")
+        for e in h.evidence[:2]:
+            con.print(f"     [dim]{e.source}:[/] {e.detail[:220]}")
+        if h.reference:
+            con.print(f"     [dim]see {h.reference}[/]")
+    if r.ruled_out:
+        con.print("[bold]ruled out:[/]")
+        for x in r.ruled_out:
+            con.print(f"  - {x}")
+    for s in r.next_steps:
+        con.print(f"[bold]next:[/] {s}")
+    con.print("[dim]" + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()) + "[/]")
+
+
+def diagnose_cmd(
+    ctx: typer.Context,
+    script: Annotated[Path, typer.Argument(help="The training script (its folder's modules are imported as usual).")],
+    iteration: Annotated[Optional[int], typer.Option(help="Training iteration to check (0-based).")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", help="Parameter to check (repeatable).")] = None,
+    objective: Annotated[Optional[str], typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
+    bisect: Annotated[str, typer.Option(help="Horizon bisection: auto, always or never.")] = "auto",
+    device: Annotated[Optional[str], typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
+    workspace: Annotated[Optional[Path], typer.Option(help="Workspace root (default: the current folder).")] = None,
+    record: Annotated[bool, typer.Option(help="Append the evidence to .warpgrad/ledger.jsonl.")] = True,
+    md: Annotated[Optional[Path], typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Diagnose a training script's gradients: FD check, tracker, tape, rules, localization; ranked causes.
+
+    Exit 0: gradients correct, 1: wrong, 2: no verdict or the script cannot run. Arguments after `--` go to the script.
+    """
+    from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
+    from warpgrad.tools.registry import ToolError
+
+    ws = workspace_for(script, workspace)
+    try:
+        args = DiagnoseArgs(script=rel_to(ws, script), args=list(ctx.args), iteration=iteration, params=param or [],
+                            objective=objective, bisect=bisect, device=device, timeout_s=timeout, record=record)
+        if as_json:
+            r = run_diagnose(args, ws)
+        else:
+            labels = {"run": "running the script", "gradcheck": "FD check (capture + perturbed runs)",
+                      "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
+                      "rules": "quick-check rules", "bisect": "bisecting the horizon"}
+            with console.status("starting...") as status:
+                r = run_diagnose(args, ws, progress=lambda s: status.update(f"{labels.get(s, s)}..."))
+    except (ToolError, ValidationError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if md:
+        md.write_text(markdown(r), encoding="utf-8")
+    if as_json:
+        print(r.model_dump_json(indent=2))
+    else:
+        render(r, out)
+    raise typer.Exit(1 if r.gradients_wrong else (0 if r.gradients_wrong is False else 2))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diagnose", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})(diagnose_cmd)

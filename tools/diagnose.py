@@ -1,0 +1,399 @@
+"""`diagnose`: the whole measured pipeline without an LLM.
+
+1. run the script (a script that cannot run is the finding: report the blocker and stop);
+2. the end-to-end FD check (capture) gives the signature;
+3. the overwrite tracker, parsed;
+4. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin;
+5. the quick-check rules over every workspace module the run imported;
+6. horizon bisection when the evidence is still ambiguous;
+7. the signature table ranks every finding; the report leads with the most likely cause.
+
+Every stage is also a tool of its own; diagnose only orders them and weighs their evidence.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from warpgrad.tools.bisect import BisectArgs, BisectResult, bisect_horizon
+from warpgrad.tools.gradcheck import GradcheckArgs, GradcheckResult, check
+from warpgrad.tools.inspect_tape import InspectTapeResult, inspect
+from warpgrad.tools.instrument import InstrumentResult, run_tracker
+from warpgrad.tools.ledger import Ledger
+from warpgrad.tools.losses import summarize
+from warpgrad.tools.quickchecks.base import Finding
+from warpgrad.tools.quickchecks.runner import run_rules
+from warpgrad.tools.registry import tool
+from warpgrad.tools.run_script import RunScriptResult, run_script_in
+from warpgrad.tools.signatures import TABLE
+from warpgrad.tools.workspace import rel_path, resolve_path
+
+Progress = Callable[[str], None]
+
+
+class DiagnoseArgs(BaseModel):
+    script: str = Field(description="Workspace-relative path of the training script (the entry point).")
+    args: list[str] = Field(default_factory=list, description="Arguments passed to the script (sys.argv[1:]).")
+    iteration: int | None = Field(None, ge=0, description="Training iteration to check (default: the second).")
+    params: list[str] = Field(default_factory=list, description="Parameters to check, when capture cannot tell.")
+    objective: str | None = Field(None, description="Variable to difference instead of the seeded loss.")
+    bisect: Literal["auto", "always", "never"] = Field("auto", description="Horizon bisection: 'auto' runs it only "
+                                                      "when the other evidence does not point at a cause.")
+    device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU.")
+    timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit of each run of the script.")
+    record: bool = Field(True, description="Append every stage's result to the evidence ledger.")
+
+
+class Evidence(BaseModel):
+    source: str = Field(description="gradcheck | tracker | tape | rule | localization")
+    detail: str
+
+
+class Hypothesis(BaseModel):
+    rank: int = 0
+    title: str
+    rule: str | None = Field(None, description="Quick-check rule id (WGnnn), hazard kind or tracker kind.")
+    file: str | None = None
+    line: int | None = None
+    score: float = 0.0
+    evidence: list[Evidence] = []
+    reference: str | None = None
+    next_check: str | None = None
+
+
+class DiagnoseResult(BaseModel):
+    ok: bool = Field(description="The pipeline ran (False: the script cannot run; see `blocked`).")
+    script: str
+    gradients_wrong: bool | None = Field(None, description="True: AD disagrees with FD; False: it matches; None: no verdict.")
+    signature: str = "inconclusive"
+    factor: float | None = None
+    summary: str = ""
+    blocked: str | None = Field(None, description="Why the script cannot run, when it cannot.")
+    hypotheses: list[Hypothesis] = []
+    ruled_out: list[str] = []
+    next_steps: list[str] = []
+    trajectory: dict[str, Any] = {}
+    gradcheck: GradcheckResult | None = None
+    tracker: InstrumentResult | None = None
+    tape: InspectTapeResult | None = None
+    findings: list[Finding] = []
+    bisect: BisectResult | None = None
+    run: RunScriptResult | None = None
+    timings: dict[str, float] = {}
+    files: dict[str, str] = {}
+
+
+# Weight of one piece of evidence, before the signature decides whether it is a plausible cause.
+_TRACKER_WEIGHT = {"across_launches": 0.9, "copy": 0.9, "within_kernel": 0.8}
+_HAZARD_WEIGHT = {"error": 0.85, "warning": 0.6, "info": 0.2}
+_RULE_WEIGHT = {"high": 0.55, "medium": 0.4, "low": 0.25}
+_COMPATIBLE, _INCOMPATIBLE = 1.0, 0.3
+
+
+def _functions(path: Path) -> list[tuple[int, int]]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return []
+    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+class _Ranker:
+    def __init__(self, workspace: Path, signature: str, wrong: bool | None) -> None:
+        self.ws = workspace
+        self.row = TABLE.get(signature, TABLE["inconclusive"])
+        self.wrong = wrong
+        self.by_loc: dict[tuple, Hypothesis] = {}
+        self.scores: dict[tuple, list[float]] = {}
+        self.taped_sites: set[tuple[str, int]] = set()
+        self._fn_cache: dict[str, list[tuple[int, int]]] = {}
+
+    def compat(self, key: str, family: str) -> float:
+        pool = {"rule": self.row.rules, "tape": self.row.hazards, "tracker": self.row.tracker}[family]
+        if self.wrong is False:
+            return 0.15  # gradients verified: every pattern is at most an incidental smell
+        return _COMPATIBLE if key in pool else _INCOMPATIBLE
+
+    def executed(self, file: str | None, line: int | None) -> bool:
+        """The location is a taped launch site or inside a function that made one."""
+        if not file or line is None:
+            return False
+        if (file, line) in self.taped_sites:
+            return True
+        fns = self._fn_cache.setdefault(file, _functions(self.ws / file))
+        spans = [s for s in fns if s[0] <= line <= s[1]]
+        if not spans:
+            return False
+        lo, hi = min(spans, key=lambda s: s[1] - s[0])
+        return any(f == file and lo <= ln <= hi for f, ln in self.taped_sites)
+
+    def add(self, title: str, key: str | None, file: str | None, line: int | None, weight: float, ev: Evidence,
+            reference: str | None = None, next_check: str | None = None) -> None:
+        loc = (file, line, key) if file and line else (title, key)
+        if file and line:
+            for other in self.by_loc:
+                if len(other) == 3 and other[0] == file and other[1] is not None and abs(other[1] - line) <= 1:
+                    loc = other  # the same place seen by two sources: one hypothesis, stronger
+                    break
+        h = self.by_loc.get(loc)
+        if h is None:
+            h = self.by_loc[loc] = Hypothesis(title=title, rule=key, file=file, line=line, reference=reference,
+                                              next_check=next_check)
+            self.scores[loc] = []
+        h.evidence.append(ev)
+        if self.executed(file, line):
+            weight = min(1.0, weight + 0.1)
+        self.scores[loc].append(weight)
+
+    def ranked(self) -> list[Hypothesis]:
+        out = []
+        for loc, h in self.by_loc.items():
+            miss = 1.0
+            for s in self.scores[loc]:
+                miss *= 1.0 - s
+            h.score = round(1.0 - miss, 4)
+            out.append(h)
+        out.sort(key=lambda h: -h.score)
+        for i, h in enumerate(out, 1):
+            h.rank = i
+        return out
+
+
+def _signature_hypotheses(rk: _Ranker, gc: GradcheckResult, script: str) -> None:
+    """Hypotheses the FD evidence implies by itself (a location comes from rules/hazards that agree)."""
+    sig = gc.signature
+    if sig == "grows_across_iterations":
+        rk.add("gradients accumulate across iterations (not zeroed before backward)", "WG003", None, None, 0.7,
+               Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference, TABLE[sig].next_check)
+    elif sig == "truncation":
+        rk.add("backward per step: each tape covers part of the horizon (gradient truncation)", "WG004", None, None, 0.8,
+               Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference, TABLE[sig].next_check)
+    elif sig == "exact_factor" and any("prints is" in n for n in gc.notes):
+        rk.add("the backward seed does not match the reported objective (sum seeded, mean reported)", "WG016", None,
+               None, 0.8, Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference,
+               TABLE[sig].next_check)
+    elif sig == "inconclusive" and "not deterministic" in gc.reason:
+        rk.add("the forward is not deterministic: FD cannot judge the gradient until the noise is pinned", None,
+               script, None, 0.6, Evidence(source="gradcheck", detail=gc.reason), "references/verification.md",
+               "seed every random source (np.random.default_rng(seed), wp.rand_init(seed, ...)) and rerun gradcheck")
+    elif sig == "inconclusive" and "FD cannot resolve" in gc.reason:
+        rk.add("the objective's float32 rounding swamps the perturbation (cancellation)", None, script, None, 0.6,
+               Evidence(source="gradcheck", detail=gc.reason), "references/verification.md",
+               "subtract the constant part of the loss or accumulate it in float64, then rerun gradcheck")
+
+
+def _rank(ws: Path, res: DiagnoseResult) -> None:
+    gc = res.gradcheck
+    sig = gc.signature if gc else "inconclusive"
+    rk = _Ranker(ws, sig, res.gradients_wrong)
+    tape = res.tape
+    if tape and tape.ok:
+        for td in tape.tapes:
+            for ln in td.launches:
+                if ln.file and ln.line:
+                    rk.taped_sites.add((ln.file, ln.line))
+    if gc and gc.ok:
+        _signature_hypotheses(rk, gc, res.script)
+    if res.tracker and res.tracker.ok:
+        for r in res.tracker.records:
+            what = f"{r.array or r.argument or 'an array'} written after it was read"
+            where = {"across_launches": f"by kernel {r.kernel} in a later launch", "copy": "by wp.copy",
+                     "within_kernel": f"inside kernel {r.kernel}"}[r.kind]
+            rk.add(f"overwrite: {what} {where}", r.kind, r.file, r.line,
+                   _TRACKER_WEIGHT[r.kind] * rk.compat(r.kind, "tracker"),
+                   Evidence(source="tracker", detail=f"Warp's tracker: {r.kind.replace('_', ' ')}, kernel {r.kernel}, "
+                            f"argument {r.argument}" + (f", read earlier at {r.read_by.file}:{r.read_by.line}"
+                                                        if r.read_by and r.read_by.file else "") + f" ({r.count}x)"),
+                   "references/quick-checks.md §1", "give each step its own buffer (or clone before overwriting) and rerun")
+    if tape and tape.ok:
+        for h in tape.hazards:
+            rk.add(h.message.split(". ")[0][:160], h.rule or h.kind, h.file, h.line,
+                   _HAZARD_WEIGHT[h.severity] * max(rk.compat(h.kind, "tape"), rk.compat(h.rule or "", "rule")),
+                   Evidence(source="tape", detail="; ".join([h.message] + h.evidence)[:600]),
+                   None, None)
+        for td in tape.tapes:
+            no = td.nan_origin
+            if no and no.nonfinite_adjoints and (no.file or no.forward_file):
+                file, line = (no.file, no.line) if no.file else (no.forward_file, no.forward_line)
+                rk.add(f"NaN/inf adjoint first produced by kernel {no.kernel or no.forward_kernel}", "nan_origin", file,
+                       line, 0.9 if sig == "nan_inf" else 0.4,
+                       Evidence(source="localization", detail=f"first launch in backward order whose adjoints turn "
+                                f"non-finite: {no.kernel} at {file}:{line} (arrays {', '.join(no.arrays)})"),
+                       "references/quick-checks.md §9a", TABLE["nan_inf"].next_check)
+            for lc in td.gradcheck:
+                if getattr(lc, "passed", True) is False:
+                    rk.add(f"kernel {lc.kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
+                           "kernel_adjoint", lc.file, lc.line, 0.7,
+                           Evidence(source="localization", detail=f"per-launch gradcheck_tape failed for {lc.kernel}"),
+                           "references/custom-gradients.md", "check the kernel's custom adjoint or non-differentiable op")
+    for f in res.findings:
+        w = _RULE_WEIGHT[f.confidence] * rk.compat(f.code, "rule")
+        rk.add(f"{f.code} {f.name}", f.code, f.path, f.line, w, Evidence(source="rule", detail=f.message), f.reference,
+               TABLE[sig].next_check if f.code in TABLE[sig].rules else None)
+    if res.bisect and res.bisect.ok and res.bisect.first_failing:
+        b = res.bisect
+        rk.add(f"the disagreement starts at horizon {b.first_failing}", "horizon", res.script, b.knob_line, 0.3,
+               Evidence(source="localization", detail=b.conclusion), "references/verification.md", None)
+    # Signature-level hypotheses without a location borrow the best matching rule finding's place.
+    hyps = rk.ranked()
+    located = {h.rule: h for h in hyps if h.file and h.line}
+    for h in hyps:
+        if not h.line and h.rule in located:
+            src = located[h.rule]
+            h.file, h.line = src.file, src.line
+    res.hypotheses = [h for h in hyps if h.score >= 0.05][:12]
+
+
+def _ruled_out(res: DiagnoseResult) -> list[str]:
+    out = []
+    gc = res.gradcheck
+    if gc and gc.ok:
+        if not any("unperturbed rerun" in n for n in gc.notes) and "not deterministic" not in gc.reason:
+            out.append("a stochastic forward: an unperturbed rerun reproduced the objective exactly")
+        if gc.signature != "grows_across_iterations" and (gc.iteration or 0) >= 1:
+            out.append(f"gradient accumulation across iterations: no parameter gradient was left nonzero before "
+                       f"iteration {gc.iteration}'s backward")
+        if (gc.backward_calls or 1) == 1:
+            out.append("tape-per-step truncation: one backward call feeds each update")
+        if not any("prints is" in n for n in gc.notes) and not gc.objective.startswith("variable"):
+            out.append("a seed/objective mismatch: the printed loss equals the loss seeded into backward")
+        if not any(p.nonfinite for p in gc.params):
+            out.append("NaN/inf in the gradient")
+    if res.tracker and res.tracker.ok and res.tracker.clean:
+        out.append("write-after-read overwrites that Warp's tracker can see (across launches, within kernels, by "
+                   "wp.copy); its blind spots (struct fields, left-operand reads, *=) are covered by tape inspection")
+    tape = res.tape
+    if tape and tape.ok:
+        kinds = {h.kind for h in tape.hazards}
+        for kind, text in (
+            ("chain_cut_requires_grad", "an array without requires_grad cutting the chain"),
+            ("chain_cut_backward_disabled", "a backward-disabled kernel on the tape"),
+            ("recorded_twice", "a launch recorded twice"),
+            ("write_after_read", "write-after-read on the recorded tape (struct fields and aliases included)"),
+            ("mutated_before_backward", "an array mutated between its recording and backward"),
+        ):
+            if kind not in kinds:
+                out.append(f"{text}: none on the tape of iteration {tape.iteration}")
+    return out
+
+
+def _summary(res: DiagnoseResult) -> str:
+    if res.blocked:
+        return f"the script cannot run: {res.blocked}"
+    gc = res.gradcheck
+    top = res.hypotheses[0] if res.hypotheses else None
+    where = f" at {top.file}:{top.line}" if top and top.file and top.line else ""
+    if res.gradients_wrong:
+        s = f"gradients are WRONG ({res.signature}"
+        s += f", factor {res.factor:g})" if res.factor is not None else ")"
+        return s + (f"; most likely cause: {top.title}{where}" if top else "; no cause located yet")
+    if res.gradients_wrong is False:
+        t = res.trajectory.get("trend")
+        extra = {"diverging": "; the loss diverges with correct gradients: the step size (learning rate) is too "
+                              "large for this system, or the physics is unstable",
+                 "oscillating": "; the loss oscillates with correct gradients: lower the learning rate",
+                 "flat": "; the loss stalls with correct gradients: a plateau, a too-small learning rate, or a "
+                         "piecewise-constant objective"}.get(t or "", "")
+        if res.signature == "zero":
+            return ("the gradient is exactly zero and so is the objective's local slope: a piecewise-constant forward, "
+                    "where zero is the true gradient (use a surrogate such as a straight-through estimator)")
+        return "gradients match finite differences at the full horizon: not a gradient bug" + extra
+    return f"no verdict on the gradients: {gc.reason if gc else 'the FD check did not run'}"
+
+
+def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None = None) -> DiagnoseResult:
+    workspace = Path(workspace).resolve()
+    script = resolve_path(workspace, args.script)
+    say = progress or (lambda _msg: None)
+    res = DiagnoseResult(ok=False, script=rel_path(workspace, script))
+    ledger = Ledger(workspace) if args.record else None
+
+    def stage(name: str, fn):
+        say(name)
+        t = time.monotonic()
+        try:
+            return fn()
+        finally:
+            res.timings[name] = round(time.monotonic() - t, 2)
+
+    run = stage("run", lambda: run_script_in(workspace, script, args.args, timeout_s=args.timeout_s, device=args.device))
+    res.run, res.files = run, run.files
+    res.trajectory = summarize(run.loss_points)
+    if ledger:
+        ledger.append("run", run, tool="diagnose")
+    if not run.ok:
+        res.blocked = f"{run.error.kind}: {run.error.message}"
+        if run.error.file and run.error.line:
+            res.blocked += f" ({run.error.file}:{run.error.line})"
+        res.summary = _summary(res)
+        res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
+        return res
+
+    gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args, iteration=args.iteration,
+                                                         params=args.params, objective=args.objective, device=args.device,
+                                                         timeout_s=args.timeout_s, record=False), workspace))
+    res.gradcheck = gc
+    if ledger:
+        ledger.append("gradcheck", gc, tool="diagnose")
+    res.signature, res.factor = gc.signature, gc.factor
+    res.gradients_wrong = None if gc.passed is None else (not gc.passed)
+
+    res.tracker = stage("tracker", lambda: run_tracker(workspace, script, args.args, iterations=(gc.iteration or 0) + 1
+                                                       if gc.ok else None, timeout_s=args.timeout_s, device=args.device))
+    if ledger:
+        ledger.append("tracker", res.tracker, tool="diagnose")
+    res.tape = stage("tape", lambda: inspect(workspace, script, args.args, iteration=gc.iteration if gc.ok else None,
+                                             timeout_s=args.timeout_s, device=args.device,
+                                             gradcheck_launches=bool(res.gradients_wrong)))
+    files = sorted({workspace / f for f in run.files} | {script})
+    res.findings = stage("rules", lambda: run_rules(files, workspace))
+    _rank(workspace, res)
+
+    strong = [h for h in res.hypotheses if h.score >= 0.5]
+    if args.bisect == "always" or (args.bisect == "auto" and res.gradients_wrong and not strong
+                                   and res.signature in ("subtly_wrong", "exact_factor")):
+        res.bisect = stage("bisect", lambda: bisect_horizon(BisectArgs(script=res.script, args=args.args,
+                                                                       iteration=args.iteration, params=args.params,
+                                                                       device=args.device, timeout_s=args.timeout_s,
+                                                                       record=False), workspace))
+        _rank(workspace, res)
+    res.ruled_out = _ruled_out(res)
+    res.summary = _summary(res)
+    res.next_steps = _next_steps(res)
+    res.ok = True
+    if ledger:
+        ledger.append("diagnose", res.model_dump(include={"script", "gradients_wrong", "signature", "factor", "summary",
+                                                           "hypotheses", "ruled_out", "timings", "files"}),
+                      tool="diagnose")
+    return res
+
+
+def _next_steps(res: DiagnoseResult) -> list[str]:
+    steps = []
+    top = res.hypotheses[0] if res.hypotheses else None
+    if res.gradients_wrong:
+        if top and top.next_check:
+            steps.append(top.next_check)
+        elif res.signature in TABLE:
+            steps.append(TABLE[res.signature].next_check)
+        steps.append(f"after the fix, rerun `warpgrad gradcheck {res.script}` (the same harness) and the workflow")
+    elif res.gradients_wrong is None and res.gradcheck is not None:
+        steps.append(TABLE["inconclusive"].next_check)
+    return [s for s in steps if s]
+
+
+@tool(args=DiagnoseArgs, result=DiagnoseResult, long_running=True)
+def diagnose(args: DiagnoseArgs, workspace: Path) -> DiagnoseResult:
+    """Run the whole measured pipeline on a training script, without an LLM: run it, check its gradient
+    against finite differences (signature), run Warp's overwrite tracker, inspect the recorded tape for
+    hazards the tracker cannot see, scan the code with the quick-check rules, bisect the horizon when still
+    ambiguous, and rank the hypotheses with the signature table. Returns whether the gradients are wrong,
+    how, the most likely causes with file:line and evidence, and what was ruled out."""
+    return run_diagnose(args, workspace)

@@ -1,0 +1,79 @@
+"""`diagnose` end to end on real programs: verdict, signature, and the cause's line among the top hypotheses."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from programs import HEADER, write_program
+from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
+
+pytestmark = pytest.mark.warp
+
+
+def line_of(path, needle: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if needle in ln)
+
+
+def top_lines(r, n=3):
+    return [(h.file, h.line) for h in r.hypotheses[:n]]
+
+
+def test_a_pingpong_overwrite_is_found_at_its_launch(tmp_path):
+    path = write_program(tmp_path, "pingpong")
+    r = run_diagnose(DiagnoseArgs(script="train.py", bisect="never"), tmp_path)
+    assert r.ok and r.gradients_wrong is True and r.signature == "subtly_wrong"
+    assert ("train.py", line_of(path, "wp.launch(step, N, inputs=[a, v, b, 0.1])")) in top_lines(r)
+    assert {e.source for e in r.hypotheses[0].evidence} >= {"tape"}
+    assert any("stochastic" in x for x in r.ruled_out)
+    assert set(r.timings) == {"run", "gradcheck", "tracker", "tape", "rules"}
+
+
+def test_a_missing_tape_zero_is_named_with_its_signature(tmp_path):
+    write_program(tmp_path, "missing_zero")
+    r = run_diagnose(DiagnoseArgs(script="train.py", bisect="never", record=False), tmp_path)
+    assert r.gradients_wrong is True and r.signature == "grows_across_iterations"
+    assert "WG003" in [h.rule for h in r.hypotheses[:3]]
+
+
+def test_correct_gradients_with_a_diverging_loss_point_at_the_learning_rate(tmp_path):
+    src = HEADER + '''
+v = wp.array(init_v(), dtype=float, requires_grad=True)
+opt = warp.optim.SGD([v], lr=40.0)
+for it in range(ITERS):
+    xs = [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(STEPS + 1)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for s in range(STEPS):
+            wp.launch(step, N, inputs=[xs[s], v, xs[s + 1], 0.1])
+        wp.launch(loss_k, N, inputs=[xs[STEPS], target], outputs=[loss])
+    tape.backward(loss)
+    opt.step([v.grad])
+    tape.zero()
+    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+'''
+    (tmp_path / "train.py").write_text(src, encoding="utf-8")
+    r = run_diagnose(DiagnoseArgs(script="train.py", iteration=0, bisect="never", record=False), tmp_path)
+    assert r.gradients_wrong is False and r.signature == "correct"
+    assert r.trajectory["trend"] == "diverging"
+    assert "learning rate" in r.summary
+
+
+def test_a_script_that_cannot_run_is_reported_as_the_blocker_and_the_cli_exits_2(tmp_path):
+    (tmp_path / "train.py").write_text("import warp as wp\nimport scene_loader_not_installed\n", encoding="utf-8")
+    r = run_diagnose(DiagnoseArgs(script="train.py", record=False), tmp_path)
+    assert not r.ok and "missing_import" in r.blocked and r.gradcheck is None
+    p = subprocess.run([sys.executable, "-m", "warpgrad", "diagnose", "train.py", "--json", "--no-record"],
+                       cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert p.returncode == 2
+    assert json.loads(p.stdout)["blocked"].startswith("missing_import")
+
+
+def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):
+    write_program(tmp_path, "healthy_optim")
+    r = run_diagnose(DiagnoseArgs(script="train.py", bisect="never"), tmp_path)
+    assert r.gradients_wrong is False
+    kinds = [json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()]
+    assert kinds == ["run", "gradcheck", "tracker", "diagnose"]

@@ -18,6 +18,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "warpgrad.agent.cmd_core",
     "warpgrad.agent.cmd_diagnose",
+    "warpgrad.agent.cmd_eval",
     "warpgrad.agent.cmd_workspace",
     "warpgrad.agent.cmd_agent",
     "warpgrad.agent.cmd_skill",

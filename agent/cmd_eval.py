@@ -1,0 +1,44 @@
+"""`warpgrad eval`: run an agent over a suite of broken simulations and grade it."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from warpgrad.agent.cmd_core import console, out
+
+
+def eval_cmd(
+    suite: Annotated[Optional[Path], typer.Option(help="Suite folder in the Agent Skills evals schema (default: the shipped one).")] = None,
+    agent: Annotated[str, typer.Option(help="autopilot, claude, or replay:DIR.")] = "autopilot",
+    cases: Annotated[Optional[list[str]], typer.Option("--cases", help="Case ids to run (repeatable; default all).")] = None,
+    jobs: Annotated[int, typer.Option(help="Cases run in parallel (each with its own kernel cache).")] = 2,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Folder for logs, workspaces, results.json, scoreboard.md.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per case.")] = 900.0,
+    model: Annotated[Optional[str], typer.Option(help="Model for --agent claude.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results.json.")] = False,
+) -> None:
+    """Run an agent over the broken-simulation suite and score it against the hidden graders."""
+    from warpgrad.evals.runner import run_suite
+    from warpgrad.evals.suite import SUITE_DIR, SuiteError
+
+    target = out_dir or Path(tempfile.mkdtemp(prefix="warpgrad-eval-"))
+    try:
+        with console.status(f"running {agent} over the suite..."):
+            run = run_suite(suite or SUITE_DIR, agent, target, cases=cases, jobs=jobs, timeout_s=timeout, model=model)
+    except (SuiteError, ValueError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if as_json:
+        print(run.model_dump_json(indent=2))
+    else:
+        out.print((target / "scoreboard.md").read_text(encoding="utf-8"))
+        out.print(f"[dim]results: {target / 'results.json'}[/]")
+    raise typer.Exit(0 if not run.summary["crashed_or_timed_out"] else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_cmd)

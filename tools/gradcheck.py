@@ -190,6 +190,15 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
         if not params:
             return _fail(res, f"iteration {cap.get('iteration')} consumed no gradient of a parameter that --param names"
                               if args.params else "no parameter gradient was consumed at the captured iteration")
+        seeds_list = cap.get("objective_seeds") or []
+        if (cap.get("backward_calls") or 0) > 1 and any(not s.startswith("tape.backward(loss=") for s in seeds_list) \
+                and not args.objective:
+            # Several tapes seeded by hand in one update is a hand-written backward (checkpointing):
+            # the sum of their seeds is not an objective, so capture cannot say what was differentiated.
+            return _fail(res, f"iteration {res.iteration} runs {cap['backward_calls']} backward passes seeded by hand "
+                              f"({', '.join(sorted(set(seeds_list)))}): a hand-written backward such as gradient "
+                              "checkpointing. Capture cannot tell which objective that differentiates; name it with "
+                              "--objective VARIABLE, or write a probe file (params/loss/grad)")
         missing_role = [p["name"] for p in params if not p.get("role")]
         if missing_role:
             res.notes.append("not used by any taped launch in the iteration, so not perturbed (AD sees no path from "

@@ -28,7 +28,7 @@ from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.losses import parse_losses
 from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.run_script import RunError, describe_run
-from warpgrad.tools.runner import run_harness, strip_warp_chatter
+from warpgrad.tools.runner import HarnessOutcome, ProcessResult, _cuda_possible, run_harness, strip_warp_chatter
 from warpgrad.tools.workspace import rel_path, resolve_path
 
 Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
@@ -229,7 +229,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
                       for p, fp in zip(params, fparams)]
         counter = iter(range(10**9))
 
-        def one(pert: dict[str, np.ndarray]) -> fd.Evaluation:
+        def fd_config(pert: dict[str, np.ndarray]) -> tuple[dict[str, Any], Path]:
             k = next(counter)
             items = []
             for role, delta in pert.items():
@@ -238,10 +238,13 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
                 items.append({"role": role, "delta": str(path)})
             outdir = tmp / f"eval_{k}"
             outdir.mkdir()
-            cfg = dict(base_cfg, mode="fd", outdir=str(outdir),
+            cfg = dict(base_cfg, mode="fd", outdir=str(outdir), timeout_s=args.timeout_s,
+                       result=str(outdir / "result.json"), stderr=str(outdir / "stderr.txt"),
                        capture={"iteration": res.iteration, "scheme": cap["scheme"], "objective": args.objective,
                                 "params": args.params, "perturb": items})
-            o = run_harness(cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+            return cfg, outdir
+
+        def fd_result(o: HarnessOutcome) -> fd.Evaluation:
             d = (o.data or {}).get("capture") or {}
             if o.data is None or (o.data.get("error") and not d.get("reached")):
                 r = describe_run(o.process, o.data, workspace, script, args.args)
@@ -256,11 +259,44 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
             applied = {role: np.load(path) for role, path in d.get("applied", {}).items()}
             return fd.Evaluation(d.get("objective"), applied=applied)
 
+        def one(pert: dict[str, np.ndarray]) -> fd.Evaluation:
+            cfg, _ = fd_config(pert)
+            return fd_result(run_harness(cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device))
+
+        def chunk(perts: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
+            """Evaluations forked from one booted harness (Warp imported once)."""
+            subs = [fd_config(p) for p in perts]
+            o = run_harness({"mode": "batch", "batch": [c for c, _ in subs]}, cwd=workspace,
+                            timeout_s=args.timeout_s * len(subs) + 30, device=args.device)
+            info = (o.data or {}).get("batch") or []
+            out = []
+            for i, (cfg, outdir) in enumerate(subs):
+                res_file = Path(cfg["result"])
+                data = json.loads(res_file.read_text(encoding="utf-8")) if res_file.is_file() else None
+                e = info[i] if i < len(info) else {}
+                err_tail = (outdir / "stderr.txt").read_text(encoding="utf-8", errors="replace")[-8000:] \
+                    if (outdir / "stderr.txt").is_file() else o.process.stderr_tail
+                proc = ProcessResult(argv=o.process.argv, returncode=e.get("returncode", o.process.returncode),
+                                     signal=e.get("signal"), timed_out=bool(e.get("timed_out")), wall_s=e.get("wall_s", 0.0),
+                                     stderr_tail=err_tail, memory_limit_mb=o.process.memory_limit_mb)
+                out.append(fd_result(HarnessOutcome(process=proc, data=data)))
+            return out
+
         jobs = _jobs(args.jobs)
+        forkable = args.device == "cpu" or not _cuda_possible()
 
         def evaluate(batch):
-            with ThreadPoolExecutor(jobs) as pool:
-                return list(pool.map(one, batch))
+            if not forkable:
+                with ThreadPoolExecutor(jobs) as pool:
+                    return list(pool.map(one, batch))
+            parts = [batch[i::jobs] for i in range(jobs) if batch[i::jobs]]
+            with ThreadPoolExecutor(len(parts)) as pool:
+                done = list(pool.map(chunk, parts))
+            ordered: list[fd.Evaluation | None] = [None] * len(batch)
+            for i, part in enumerate(done):
+                for j, ev in enumerate(part):
+                    ordered[i + j * jobs] = ev
+            return ordered
 
         # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
         baseline: dict[str, Any] = {}

@@ -66,12 +66,12 @@ class WarpLog:
 
 
 class Session:
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], log: WarpLog | None = None) -> None:
         self.cfg = cfg
         self.workspace = Path(cfg["workspace"]).resolve()
         self.script = Path(cfg["script"]).resolve() if cfg.get("script") else None
         self.listeners: list[Any] = []
-        self.log = WarpLog()
+        self.log = log or WarpLog()
         self.started = time.monotonic()
         self.result_path = os.environ["WARPGRAD_RESULT"]
         self.done = False
@@ -176,16 +176,8 @@ def classify(exc: BaseException) -> str:
     return "script_raised"
 
 
-def main(argv: list[str]) -> None:
-    global SESSION
-    cfg = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    SESSION = session = Session(cfg)
-
-    random.seed(cfg.get("seed", 0))
-    import numpy as np
-
-    np.random.seed(cfg.get("seed", 0))
-
+def boot(cfg: dict[str, Any], log: WarpLog) -> None:
+    """Import and initialize Warp with the config's flags, and install the hooks (no listener yet)."""
     import warp as wp
 
     if cfg.get("tracker"):
@@ -193,7 +185,7 @@ def main(argv: list[str]) -> None:
         wp.config.verify_autograd_array_access = True
     if cfg.get("log_level") == "debug":
         wp.config.log_level = wp.LOG_DEBUG
-    wp.set_logger(session.log)
+    wp.set_logger(log)
     wp.init()
     if cfg.get("device"):
         wp.set_device(cfg["device"])
@@ -201,6 +193,82 @@ def main(argv: list[str]) -> None:
     from warpgrad.tools.harness import hooks
 
     hooks.install()
+
+
+def main(argv: list[str]) -> None:
+    cfg = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    if cfg["mode"] == "batch":
+        run_batch(cfg)
+        return
+    log = WarpLog()
+    boot(cfg, log)
+    run_session(cfg, log)
+
+
+def run_batch(cfg: dict[str, Any]) -> None:
+    """Run many short sessions (FD evaluations) from one booted process: fork per session.
+
+    Importing and initializing Warp costs more than a short evaluation itself; a forked child
+    inherits it. Only for CPU runs: CUDA does not survive a fork (the runtime never asks for this
+    when CUDA is in play).
+    """
+    import signal
+
+    boot(cfg["batch"][0], WarpLog())
+    out = []
+    for sub in cfg["batch"]:
+        started = time.monotonic()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: one session, then exit without returning into the loop
+            try:
+                os.environ["WARPGRAD_RESULT"] = sub["result"]
+                null = os.open(os.devnull, os.O_WRONLY)
+                err = os.open(sub["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(null, 1)
+                os.dup2(err, 2)
+                run_session(sub, WarpLog())
+            finally:
+                os._exit(70)
+        deadline = started + float(sub.get("timeout_s", 300))
+        status: Any = None
+        while status is None:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
+            elif time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                status = "timeout"
+            else:
+                time.sleep(0.005)
+        entry: dict[str, Any] = {"wall_s": round(time.monotonic() - started, 3)}
+        if status == "timeout":
+            entry["timed_out"] = True
+        elif os.WIFSIGNALED(status):
+            entry["signal"] = signal.Signals(os.WTERMSIG(status)).name
+        else:
+            entry["returncode"] = os.WEXITSTATUS(status)
+        out.append(entry)
+    with open(os.environ["WARPGRAD_RESULT"], "w", encoding="utf-8") as f:
+        json.dump({"status": "completed", "batch": out}, f)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
+    global SESSION
+    SESSION = session = Session(cfg, log)
+    random.seed(cfg.get("seed", 0))
+    import numpy as np
+    import warp as wp
+
+    np.random.seed(cfg.get("seed", 0))
+    wp.set_logger(log)
+
+    from warpgrad.tools.harness import hooks
+
     specs = [MODES[cfg["mode"]]] + list(cfg.get("listeners", []))
     for spec in specs:
         listener = _load(spec)(session)

@@ -1,0 +1,1 @@
+"""A minimal differentiable drone-swarm model: thrust in, positions out."""

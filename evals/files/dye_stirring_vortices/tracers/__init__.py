@@ -1,0 +1,1 @@
+"""Tracer advection in a flow made of a few point vortices."""

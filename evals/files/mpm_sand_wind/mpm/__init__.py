@@ -1,0 +1,3 @@
+from .solver import PicSolver
+
+__all__ = ["PicSolver"]

@@ -1,0 +1,1 @@
+"""Batched quarter-car suspension rigs driven over a bump."""

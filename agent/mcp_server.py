@@ -1,0 +1,204 @@
+"""`warpgrad mcp`: the tool registry, the skill and its references served over MCP (stdio).
+
+Every registry tool is listed with its input and output schema and read-only/destructive annotations
+and returns structured content; the skill is the prompt `warpgrad`; each reference is a resource
+`warpgrad://references/<name>`. A tool that refuses, crashes, times out or gets bad arguments returns
+`is_error` and the server keeps serving. The workspace is fixed when the server starts.
+
+Nothing but protocol reaches stdout: `mcp.server.stdio.stdio_server` points fd 1 at stderr while it
+serves (so stray prints, warnings and worker subprocesses' output land on stderr), and the tool
+modules are imported only after it has done so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import warpgrad
+from mcp import types
+from mcp.server import Server
+from mcp.shared.exceptions import MCPError
+from warpgrad.agent import prompt
+from warpgrad.agent.context import agent_tools, render_skill_for, run_tool
+from warpgrad.tools.registry import ToolSpec
+
+SERVER_NAME = "warpgrad"
+PROMPT_NAME = prompt.SKILL_NAME
+REFERENCE_URI = "warpgrad://references/{}"
+SKILL_URI = "warpgrad://skill/SKILL.md"
+TOOL_TIMEOUT = 1800.0
+"""Backstop for one tool call; the tools' own subprocess timeouts normally end a stuck run first."""
+PROGRESS_EVERY = 2.0
+INSTRUCTIONS = (
+    "warpgrad finds and fixes wrong gradients in NVIDIA Warp programs with finite-difference evidence. "
+    f"Get the `{PROMPT_NAME}` prompt for the method; read references through `read_reference` or the "
+    "warpgrad://references/ resources. `finish` refuses a claimed fix until the evidence ledger proves it."
+)
+
+
+def _text(s: str) -> list[types.TextContent]:
+    return [types.TextContent(type="text", text=s)]
+
+
+def mcp_tool(spec: ToolSpec) -> types.Tool:
+    """One registry tool as an MCP tool definition."""
+    return types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=spec.input_schema(),
+        output_schema=spec.output_schema(),
+        annotations=types.ToolAnnotations(
+            read_only_hint=spec.read_only,
+            destructive_hint=not spec.read_only,
+            idempotent_hint=spec.read_only,
+            open_world_hint=False,
+        ),
+    )
+
+
+def build_server(
+    workspace: Path, tools: dict[str, ToolSpec] | None = None, *, tool_timeout: float = TOOL_TIMEOUT
+) -> Server:
+    """An MCP server over `tools` (default: the registry plus `read_reference`) for one workspace."""
+    workspace = Path(workspace).resolve()
+    tools = agent_tools() if tools is None else tools
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[mcp_tool(s) for s in tools.values()])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec, started = tools.get(params.name), time.monotonic()
+
+        async def heartbeat() -> None:
+            # The tools run user code for seconds to minutes and report nothing meanwhile; elapsed time
+            # at least tells the host the call is alive (a no-op when the client asked for no progress).
+            while True:
+                await anyio.sleep(PROGRESS_EVERY)
+                elapsed = time.monotonic() - started
+                try:
+                    await ctx.session.report_progress(
+                        elapsed, None, f"{params.name}: running for {elapsed:.0f} s"
+                    )
+                except Exception:  # noqa: BLE001 -- a lost progress notification must not fail the tool call
+                    return
+
+        result: Any = None
+        try:
+            with anyio.fail_after(tool_timeout):
+                async with anyio.create_task_group() as tg:
+                    if spec is not None and spec.long_running:
+                        tg.start_soon(heartbeat)
+                    # A thread cannot be killed: on timeout it is abandoned, and the tool's own
+                    # subprocess timeout reaps the user code.
+                    output, is_error, result = await anyio.to_thread.run_sync(
+                        run_tool,
+                        tools,
+                        params.name,
+                        params.arguments or {},
+                        workspace,
+                        abandon_on_cancel=True,
+                    )
+                    tg.cancel_scope.cancel()
+        except TimeoutError:
+            output = (
+                f"{params.name} timed out after {tool_timeout:.0f} s; narrow the check "
+                "(fewer iterations, a shrunk repro) and call it again."
+            )
+            is_error = True
+        if is_error or result is None:
+            return types.CallToolResult(content=_text(output), is_error=True)
+        data = json.loads(result.model_dump_json())
+        return types.CallToolResult(content=_text(json.dumps(data)), structured_content=data)
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(
+                    name=PROMPT_NAME,
+                    title="Fix wrong gradients in a Warp program",
+                    description="The warpgrad skill: measure the gradient against finite differences, find the "
+                    "cause, fix it, and prove the fix.",
+                    arguments=[
+                        types.PromptArgument(
+                            name="script",
+                            description="The training script, workspace-relative.",
+                            required=False,
+                        )
+                    ],
+                )
+            ]
+        )
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != PROMPT_NAME:
+            raise MCPError(
+                types.INVALID_PARAMS, f"unknown prompt {params.name!r}; the one prompt is {PROMPT_NAME!r}"
+            )
+        text = render_skill_for(tools)
+        script = (params.arguments or {}).get("script")
+        if script:
+            text += f"\n\nThe program to examine is `{script}` in the workspace {workspace}."
+        return types.GetPromptResult(
+            description="warpgrad skill",
+            messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
+        )
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        resources = [
+            types.Resource(
+                uri=SKILL_URI,
+                name="SKILL.md",
+                mime_type="text/markdown",
+                description="The warpgrad skill, rendered.",
+            )
+        ]
+        resources += [
+            types.Resource(
+                uri=REFERENCE_URI.format(n),
+                name=n,
+                mime_type="text/markdown",
+                description=f"warpgrad reference: {n}",
+            )
+            for n in prompt.reference_names()
+        ]
+        return types.ListResourcesResult(resources=resources)
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if uri == SKILL_URI:
+            text = render_skill_for(tools)
+        else:
+            name = uri.removeprefix(REFERENCE_URI.format(""))
+            if uri == name or name not in prompt.reference_names():
+                raise MCPError(
+                    types.INVALID_PARAMS, f"unknown resource {uri}; list resources to see the references"
+                )
+            text = prompt.read_reference(name)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)]
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=warpgrad.__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+
+
+async def serve_stdio(workspace: Path, tool_timeout: float = TOOL_TIMEOUT) -> None:
+    """Serve over stdin/stdout until the client closes the connection."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        server = build_server(workspace, tool_timeout=tool_timeout)  # imports tools after fd 1 is diverted
+        await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -1,0 +1,281 @@
+"""The final report, rendered from the evidence ledger alone.
+
+Every number in the report is copied from a ledger record (serialised exactly as the ledger stores it,
+so `0.4837` stays `0.4837`); the report computes no statistics, counts or roundings of its own. The
+agent's explanation appears only in the "root cause" section, marked as the agent's words.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+from warpgrad.tools.ledger import Ledger, LedgerRecord
+
+_FINDING_KEYS = ("warnings", "findings", "hypotheses", "issues", "divergences", "suspects")
+_TEXT_KEYS = ("summary", "conclusion", "message", "verdict", "first_divergence", "localization")
+_REF_KEYS = ("reference", "references", "docs", "doc_section", "docs_section")
+_CHECK_FIELDS = ("objective", "gradient", "signature", "explanation", "max_rel_error", "max_abs_error", "factor",
+                 "ratio_mean", "eps", "noise_band", "objective_value", "iteration", "full_horizon", "mode", "script",
+                 "probe", "device", "warp_version", "reason", "notes")
+_PARAM_FIELDS = ("name", "size", "max_abs_err", "max_rel_err", "ratio")
+
+
+class CheckEntry(BaseModel):
+    seq: int
+    role: str = Field(description="before (the failing check the fix answers), after (its passing rerun), or check.")
+    passed: bool | None
+    harness_id: str | None
+    fields: dict[str, Any] = Field(description="Numbers and labels copied from the record's payload.")
+    params: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class FindingEntry(BaseModel):
+    seq: int
+    kind: str
+    tool: str | None
+    lines: list[str] = Field(description="Findings as text, copied from the record.")
+
+
+class PatchEntry(BaseModel):
+    seq: int
+    paths: list[str]
+    diff: str
+    reason: str = ""
+    undone: bool = False
+
+
+class RunEntry(BaseModel):
+    seq: int
+    role: str
+    fields: dict[str, Any]
+
+
+class FileEntry(BaseModel):
+    seq: int
+    path: str
+    purpose: str = ""
+    sha256: str | None = None
+
+
+class Report(BaseModel):
+    """Everything `warpgrad report` shows, taken from the ledger."""
+
+    ledger_ok: bool
+    ledger_problems: list[str] = Field(default_factory=list)
+    outcome: str | None = None
+    finish_seq: int | None = None
+    root_cause: str | None = Field(None, description="The agent's own words from the finish record.")
+    checks: list[CheckEntry] = Field(default_factory=list)
+    findings: list[FindingEntry] = Field(default_factory=list)
+    patches: list[PatchEntry] = Field(default_factory=list)
+    runs: list[RunEntry] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    clean: list[str] = Field(default_factory=list)
+    diagnostic_files: list[FileEntry] = Field(default_factory=list)
+
+
+def _num(v: Any) -> str:
+    """A value exactly as the ledger serialises it (None as a dash)."""
+    if v is None:
+        return "-"
+    if isinstance(v, list) and len(v) > 12:  # long trajectories: ends only, still the ledger's own numbers
+        return "[" + ", ".join(map(_num, v[:6])) + ", ..., " + ", ".join(map(_num, v[-6:])) + "]"
+    if isinstance(v, list):
+        return "[" + ", ".join(map(_num, v)) + "]"
+    return json.dumps(v, allow_nan=True, ensure_ascii=False) if not isinstance(v, str) else v
+
+
+def _shown(v: Any) -> bool:
+    """Worth a line in the report: not missing, not an empty string, list or mapping."""
+    return v is not None and v != "" and v != [] and v != {}
+
+
+def _item_text(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict):
+        head = next((str(item[k]) for k in ("message", "text", "description", "hypothesis", "title", "name")
+                     if item.get(k)), "")
+        where = ""
+        if item.get("path") or item.get("file"):
+            where = str(item.get("path") or item.get("file"))
+            if item.get("line") is not None:
+                where += f":{_num(item['line'])}"
+        code = str(item.get("code") or item.get("rule") or "")
+        bits = [b for b in (code, where, head) if b]
+        extra = {k: v for k, v in item.items()
+                 if k in ("kind", "kernel", "argument", "array", "func", "launch", "score", "signature")
+                 and v is not None and not isinstance(v, (dict, list))}
+        if extra:
+            bits.append("(" + ", ".join(f"{k} {_num(v)}" for k, v in extra.items()) + ")")
+        return " ".join(bits) if bits else _num(item)
+    return _num(item)
+
+
+def _collect_refs(obj: Any, out: list[str]) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k in _REF_KEYS:
+                for s in v if isinstance(v, list) else [v]:
+                    if isinstance(s, str) and s and s not in out:
+                        out.append(s)
+            else:
+                _collect_refs(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            _collect_refs(v, out)
+
+
+def build_report(workspace: Path) -> Report:
+    """Assemble the report from `<workspace>/.warpgrad/ledger.jsonl`."""
+    records, check = Ledger(workspace).read()
+    rep = Report(ledger_ok=check.ok, ledger_problems=check.problems)
+    finish = next((r for r in reversed(records) if r.kind == "finish"), None)
+    roles: dict[int, str] = {}
+    if finish is not None:
+        rep.outcome = finish.payload.get("outcome")
+        rep.finish_seq = finish.seq
+        rep.root_cause = finish.payload.get("summary")
+        ev = finish.payload.get("evidence") or {}
+        for key, role in (("failing_check", "before"), ("passing_check", "after"), ("check", "check"),
+                          ("run_before", "before the patch"), ("run_after", "after the patch"),
+                          ("baseline_run", "baseline"), ("variant_run", "variant"), ("failed_run", "failed")):
+            if isinstance(ev.get(key), int):
+                roles[ev[key]] = role
+    undone = {r.payload.get("backup_op") for r in records if r.kind == "undo"}
+    for r in records:
+        _collect_refs(r.payload, rep.references)
+        if r.kind == "gradcheck":
+            _add_check(rep, r, roles)
+        elif r.kind == "patch":
+            rep.patches.append(PatchEntry(seq=r.seq, paths=list(r.payload.get("paths") or r.files),
+                                          diff=str(r.payload.get("diff") or ""), reason=str(r.payload.get("reason") or ""),
+                                          undone=r.payload.get("backup_op") in undone))
+        elif r.kind == "run":
+            fields = {k: r.payload[k] for k in ("script", "args", "changed", "final_loss", "loss_trajectory",
+                                                 "returncode", "ok", "wall_s", "error") if _shown(r.payload.get(k))}
+            rep.runs.append(RunEntry(seq=r.seq, role=roles.get(r.seq, ""), fields=fields))
+        elif r.kind in ("file", "shrink"):
+            path = r.payload.get("path") or r.payload.get("output")
+            if path and path not in [f.path for f in rep.diagnostic_files]:
+                purpose = r.payload.get("purpose") or (
+                    f"shrunk copy of {r.payload.get('script')}" if r.kind == "shrink" else "")
+                rep.diagnostic_files.append(FileEntry(seq=r.seq, path=path, purpose=purpose,
+                                                      sha256=r.payload.get("sha256")))
+        elif r.kind == "symptom_gone":
+            fields = {k: r.payload[k] for k in ("statement", "user_confirmed") if r.payload.get(k) is not None}
+            rep.runs.append(RunEntry(seq=r.seq, role="user statement", fields=fields))
+        elif r.kind not in ("finish", "undo"):
+            _add_finding(rep, r)
+    return rep
+
+
+def _add_check(rep: Report, r: LedgerRecord, roles: dict[int, str]) -> None:
+    p = r.payload
+    fields = {k: p[k] for k in _CHECK_FIELDS if _shown(p.get(k))}
+    params = [{k: q[k] for k in _PARAM_FIELDS if k in q} for q in p.get("params") or [] if isinstance(q, dict)]
+    rep.checks.append(CheckEntry(seq=r.seq, role=roles.get(r.seq, "check"), passed=p.get("passed"),
+                                 harness_id=p.get("harness_id"), fields=fields, params=params))
+    if p.get("ok") and p.get("passed") is True:
+        rep.clean.append(f"FD check (record {r.seq}): passed, signature {p.get('signature') or 'not given'}")
+
+
+def _add_finding(rep: Report, r: LedgerRecord) -> None:
+    p = r.payload
+    lines = [str(p[k]) for k in _TEXT_KEYS if isinstance(p.get(k), str) and p[k]]
+    keys = _FINDING_KEYS + (("records", "other_warnings") if r.kind == "tracker" else ())
+    lists = [(k, p[k]) for k in keys if isinstance(p.get(k), list)]
+    for _, items in lists:
+        lines += [_item_text(it) for it in items]
+    if r.kind == "tracker" and (p.get("clean") is True or (lists and not any(items for _, items in lists))):
+        rep.clean.append(f"overwrite tracker (record {r.seq}): no warnings")
+    elif lists and not any(items for _, items in lists):
+        rep.clean.append(f"{r.kind} (record {r.seq}): no findings")
+    if lines:
+        rep.findings.append(FindingEntry(seq=r.seq, kind=r.kind, tool=r.tool, lines=lines))
+
+
+def render_markdown(rep: Report) -> str:
+    """The report as Markdown (no number appears that is not copied from the ledger)."""
+    out = ["# warpgrad report", ""]
+    if rep.outcome:
+        out.append(f"**Outcome: {rep.outcome}** (finish record {rep.finish_seq}, accepted by the evidence gate).")
+    else:
+        out.append("No outcome recorded yet: this is an interim report of the evidence so far.")
+    if not rep.ledger_ok:
+        out += ["", ("**Warning: the ledger failed verification** (edited, truncated or damaged). What follows is "
+                     "its readable part and cannot be trusted; run `warpgrad gate` to see the problems.")]
+    out.append("")
+    if rep.root_cause:
+        out += ["## Root cause (the agent's words, not a measurement)", ""]
+        out += [f"> {line}" if line else ">" for line in rep.root_cause.splitlines()]
+        out.append("")
+    if rep.checks:
+        out += ["## Finite-difference evidence", ""]
+        before = next((c for c in rep.checks if c.role == "before"), None)
+        after = next((c for c in rep.checks if c.role == "after"), None)
+        if before and after:
+            pairs = [f"{k} {_num(before.fields[k])} -> {_num(after.fields[k])}"
+                     for k in ("signature", "max_rel_error", "factor") if k in before.fields and k in after.fields]
+            out += [f"Before -> after, same harness (records {before.seq} -> {after.seq}): " + "; ".join(pairs), ""]
+        for c in rep.checks:
+            verdict = {True: "passed", False: "FAILED", None: "inconclusive"}[c.passed]
+            title = {"before": "Before the fix", "after": "After the fix"}.get(c.role, "FD check")
+            out.append(f"### {title}: record {c.seq}, {verdict}")
+            out.append("")
+            if c.harness_id:
+                out.append(f"- harness: `{c.harness_id}`")
+            out += [f"- {k}: {_num(v)}" for k, v in c.fields.items()]
+            if c.params:
+                cols = [k for k in _PARAM_FIELDS if any(k in q for q in c.params)]
+                out += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                out += ["| " + " | ".join(_num(q.get(k, "")) for k in cols) + " |" for q in c.params]
+            out.append("")
+    if rep.findings:
+        out += ["## What the instruments found", ""]
+        for f in rep.findings:
+            out.append(f"- **{f.kind}** (record {f.seq}{', ' + f.tool if f.tool and f.tool != f.kind else ''}):")
+            out += [f"  - {line}" for line in f.lines]
+        out.append("")
+    if rep.patches:
+        out += ["## The fix", ""]
+        for p in rep.patches:
+            state = " (undone later)" if p.undone else ""
+            out.append(f"Patch record {p.seq}: {', '.join(p.paths)}{state}" + (f". Reason given: {p.reason}"
+                                                                                if p.reason else ""))
+            out += ["", "```diff", p.diff.rstrip("\n"), "```", ""]
+    if rep.runs:
+        out += ["## Workflow runs", ""]
+        for r in rep.runs:
+            role = f" ({r.role})" if r.role else ""
+            out.append(f"- record {r.seq}{role}: " + ", ".join(f"{k} {_num(v)}" for k, v in r.fields.items()))
+        out.append("")
+    if rep.references:
+        out += ["## Warp documentation", ""] + [f"- {s}" for s in rep.references] + [""]
+    if rep.clean:
+        out += ["## Checked and clean", ""] + [f"- {s}" for s in rep.clean] + [""]
+    if rep.diagnostic_files:
+        out += ["## Diagnostic scripts kept in the workspace", ""]
+        for f in rep.diagnostic_files:
+            out.append(f"- `{f.path}`" + (f": {f.purpose}" if f.purpose else "") + f" (record {f.seq})")
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def report_json(rep: Report) -> str:
+    """The report as JSON; NaN and inf stay NaN and inf (as in the ledger), not null."""
+    return json.dumps(rep.model_dump(), indent=1, allow_nan=True, ensure_ascii=False)
+
+
+def write_report(workspace: Path) -> Path:
+    """Render the report to `.warpgrad/report.md` (and `report.json` beside it); return the Markdown path."""
+    rep = build_report(workspace)
+    d = Path(workspace) / ".warpgrad"
+    d.mkdir(exist_ok=True)
+    md = d / "report.md"
+    md.write_text(render_markdown(rep), encoding="utf-8")
+    (d / "report.json").write_text(report_json(rep), encoding="utf-8")
+    return md

@@ -1,0 +1,871 @@
+"""Workspace tools: look at the user's code, write diagnostic files, patch safely.
+
+Safety rules every tool here follows (and other tools should, through `resolve_path`):
+- paths resolve inside the workspace root: absolute paths elsewhere, `..` escapes and symbolic links
+  that lead out are refused;
+- `.warpgrad/` (ledger, backups) is not writable through the tools;
+- a user's file is never overwritten by `write_file` and never deleted; a file warpgrad created is
+  tracked in `.warpgrad/created.json` and may be rewritten (or removed by `undo`);
+- every patch backs the file up to `.warpgrad/backups/` first, refuses to break Python syntax, and is
+  recorded in the ledger (kind `patch`) with its diff and before/after sha256.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import fcntl
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+from warpgrad.tools.ledger import STATE_DIR, Ledger, LedgerCorrupt, sha256_file, state_dir
+from warpgrad.tools.registry import ToolError, tool
+
+MAX_READ_LINES = 400
+MAX_LINE_CHARS = 400
+MAX_SEARCH_RESULTS = 200
+MAX_FILE_BYTES = 2_000_000  # bigger files are data, not code
+MAX_OVERVIEW_FILES = 300
+SKIP_DIRS = {".git", ".hg", ".svn", STATE_DIR, "__pycache__", ".venv", "venv", "env", "node_modules",
+             ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox", ".eggs"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Path safety
+# ---------------------------------------------------------------------------------------------------
+
+
+def resolve_path(workspace: Path, path: str | Path, *, allow_state: bool = False) -> Path:
+    """Resolve a user- or model-given path against the workspace root, refusing anything outside it.
+
+    Args:
+        workspace: The workspace root.
+        path: Workspace-relative path, or an absolute path that lies inside the workspace.
+        allow_state: Allow paths inside `.warpgrad/` (only warpgrad's own code passes True).
+
+    Returns:
+        The absolute, symlink-free path inside the workspace.
+
+    Raises:
+        ToolError: The path is empty, leaves the workspace (absolute elsewhere, `..`, or a symbolic link
+            that leads out), or points into `.warpgrad/`.
+    """
+    root = Path(workspace).resolve()
+    raw = str(path).strip()
+    if not raw:
+        raise ToolError("empty path: give a path relative to the workspace root")
+    p = Path(raw).expanduser()
+    candidate = p if p.is_absolute() else root / p
+    # Lexical check first, so `..` is refused even when the target does not exist.
+    lexical = Path(os.path.normpath(candidate))
+    if not lexical.is_relative_to(root):
+        raise ToolError(f"{raw!r} is outside the workspace {root}: tools only read and write inside it; "
+                        "give a path relative to the workspace root")
+    real = candidate.resolve()  # follows every symlink on the way, existing or not
+    if not real.is_relative_to(root):
+        raise ToolError(f"{raw!r} is a symbolic link (or passes through one) that leads outside the workspace "
+                        f"to {real}; tools do not follow links out of the workspace")
+    if not allow_state and real.relative_to(root).parts[:1] == (STATE_DIR,):
+        raise ToolError(f"{raw!r} is inside {STATE_DIR}/, warpgrad's own state (ledger, backups); tools do "
+                        "not touch it directly")
+    return real
+
+
+def rel_path(workspace: Path, path: Path) -> str:
+    """Workspace-relative POSIX path of an absolute path inside the workspace."""
+    return path.resolve().relative_to(Path(workspace).resolve()).as_posix()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Files warpgrad created, backups, atomic writes
+# ---------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _state_lock(workspace: Path) -> Iterator[None]:
+    fd = os.open(state_dir(workspace) / "state.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _created_path(workspace: Path) -> Path:
+    return state_dir(workspace) / "created.json"
+
+
+def created_files(workspace: Path) -> dict[str, str]:
+    """Files warpgrad created in the workspace: relative path -> sha256 when warpgrad last wrote it."""
+    try:
+        return json.loads(_created_path(workspace).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def _save_created(workspace: Path, created: dict[str, str]) -> None:
+    _atomic_write(_created_path(workspace), json.dumps(created, indent=1, sort_keys=True).encode("utf-8"))
+
+
+def mark_created(workspace: Path, rel: str, sha: str) -> None:
+    """Record that warpgrad created (or rewrote) `rel` with content hash `sha`."""
+    with _state_lock(workspace):
+        c = created_files(workspace)
+        c[rel] = sha
+        _save_created(workspace, c)
+
+
+def _atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".wgtmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def require_intact_ledger(workspace: Path) -> None:
+    """Refuse a change that could not be recorded: a damaged ledger takes no more records.
+
+    Raises:
+        LedgerCorrupt: The ledger failed verification.
+    """
+    check = Ledger(workspace).verify()
+    if not check.ok:
+        raise LedgerCorrupt("not done: the evidence ledger failed verification (" + "; ".join(check.problems)
+                            + "), so this change could not be recorded. A person must inspect .warpgrad/ledger.jsonl")
+
+
+def check_writable_new(workspace: Path, target: Path) -> None:
+    """Refuse to (over)write `target` unless it is new or a file warpgrad created and nobody changed since.
+
+    Raises:
+        ToolError: `target` is a user's file, a directory, or a warpgrad file edited outside warpgrad.
+    """
+    rel = rel_path(workspace, target)
+    if target.is_dir():
+        raise ToolError(f"{rel} is a directory")
+    if not target.exists():
+        return
+    created = created_files(workspace)
+    if rel not in created:
+        raise ToolError(f"{rel} already exists and is the user's file: write_file only creates new diagnostic "
+                        "files; pick a new name, or change the user's file with edit_file/apply_patch")
+    if sha256_file(target) != created[rel]:
+        raise ToolError(f"{rel} was created by warpgrad but changed since (by the user?); it is not overwritten. "
+                        "Pick a new name")
+
+
+def syntax_error(text: str, rel: str) -> str | None:
+    """The SyntaxError of Python source `text` as one line with its location, or None when it parses."""
+    try:
+        ast.parse(text, filename=rel)
+    except SyntaxError as e:
+        where = f"line {e.lineno}" + (f", column {e.offset}" if e.offset else "")
+        src = (e.text or "").rstrip("\n")
+        return f"{rel}: {e.msg} ({where})" + (f": {src.strip()}" if src.strip() else "")
+    return None
+
+
+class _Backups:
+    """`.warpgrad/backups/`: a copy of every file before a patch, plus an index for `undo`."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace)
+        self.dir = state_dir(workspace) / "backups"
+        self.dir.mkdir(exist_ok=True)
+        self.index = self.dir / "index.jsonl"
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.index.exists():
+            return []
+        out = []
+        for line in self.index.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+        # An "undone" line marks an earlier operation as restored; fold it in.
+        undone = {e["undo_of"] for e in out if "undo_of" in e}
+        return [dict(e, undone=e["op"] in undone) for e in out if "op" in e]
+
+    def next_op(self) -> str:
+        return f"{len(self.entries()) + 1:04d}"
+
+    def save(self, op: str, files: list[dict[str, Any]], tool_name: str) -> None:
+        for f in files:
+            if f["before"] is not None:
+                dst = self.dir / op / f["path"]
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(self.workspace / f["path"], dst)
+        self._append({"op": op, "tool": tool_name, "files": files})
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        with open(self.index, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def mark_undone(self, op: str) -> None:
+        self._append({"undo_of": op})
+
+
+def apply_changes(
+    workspace: Path, changes: dict[str, str], tool_name: str, diff: str, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Back up, write and record a set of file changes as one patch (all or nothing).
+
+    Args:
+        workspace: The workspace root.
+        changes: Relative path -> new text (files must be resolved and checked by the caller).
+        tool_name: The tool making the change.
+        diff: The unified diff, recorded in the ledger.
+        extra: More payload fields for the ledger record.
+
+    Returns:
+        The ledger payload that was recorded (paths, before/after hashes, diff, backup op id, seq).
+    """
+    require_intact_ledger(workspace)
+    with _state_lock(workspace):
+        backups = _Backups(workspace)
+        op = backups.next_op()
+        entries = []
+        for rel, text in changes.items():
+            p = Path(workspace) / rel
+            before = sha256_file(p) if p.exists() else None
+            after = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            entries.append({"path": rel, "before": before, "after": after})
+        known = created_files(workspace)
+        diagnostic = [e["path"] for e in entries if e["path"] in known]  # warpgrad's own files, not the program
+        backups.save(op, entries, tool_name)
+        for rel, text in changes.items():
+            p = Path(workspace) / rel
+            mode = p.stat().st_mode & 0o7777 if p.exists() else None
+            p.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(p, text.encode("utf-8"), mode)
+        created = [e["path"] for e in entries if e["before"] is None]
+        if created:
+            c = created_files(workspace)
+            for e in entries:
+                if e["before"] is None:
+                    c[e["path"]] = e["after"]
+            _save_created(workspace, c)
+    payload = {
+        "paths": [e["path"] for e in entries],
+        "before": {e["path"]: e["before"] for e in entries},
+        "after": {e["path"]: e["after"] for e in entries},
+        "created": created,
+        "diagnostic": diagnostic,
+        "diff": diff,
+        "backup_op": op,
+        **(extra or {}),
+    }
+    rec = Ledger(workspace).append("patch", payload, tool=tool_name,
+                                   files={e["path"]: e["after"] for e in entries})
+    payload["seq"] = rec.seq
+    return payload
+
+
+class UndoResult(BaseModel):
+    """What `undo` restored."""
+
+    restored: list[str] = Field(default_factory=list, description="Files put back as they were before a patch.")
+    removed: list[str] = Field(default_factory=list, description="Files a patch had created, removed again.")
+    ops: list[str] = Field(default_factory=list, description="Backup operation ids undone, newest first.")
+    message: str = ""
+
+
+def undo(workspace: Path, *, all_patches: bool = False, force: bool = False) -> UndoResult:
+    """Restore the files of the last patch (or of every patch, newest first) from `.warpgrad/backups/`.
+
+    A file that changed since the patch wrote it is not overwritten unless `force` is True: the change
+    is someone's work. Each undone patch is recorded in the ledger (kind `undo`).
+
+    Raises:
+        ToolError: Nothing to undo, or a file changed since the patch.
+    """
+    workspace = Path(workspace)
+    result = UndoResult()
+    with _state_lock(workspace):
+        backups = _Backups(workspace)
+        todo = [e for e in reversed(backups.entries()) if not e["undone"]]
+        if not todo:
+            raise ToolError("nothing to undo: no patch recorded in .warpgrad/backups/ that is not undone already")
+        if not all_patches:
+            todo = todo[:1]
+        for e in todo:
+            changed = []
+            for f in e["files"]:
+                p = workspace / f["path"]
+                now = sha256_file(p) if p.exists() else None
+                if now != f["after"]:
+                    changed.append(f["path"])
+            if changed and not force:
+                raise ToolError(f"{', '.join(changed)} changed after patch {e['op']} wrote it; undo would lose "
+                                f"that change. Restored so far: {', '.join(result.restored) or 'nothing'}. "
+                                "Use --force to restore anyway")
+            for f in e["files"]:
+                p = workspace / f["path"]
+                if f["before"] is None:
+                    if p.exists():
+                        p.unlink()  # the patch created it, so removing it deletes nothing of the user's
+                    result.removed.append(f["path"])
+                else:
+                    src = backups.dir / e["op"] / f["path"]
+                    _atomic_write(p, src.read_bytes(), src.stat().st_mode & 0o7777)
+                    result.restored.append(f["path"])
+            backups.mark_undone(e["op"])
+            result.ops.append(e["op"])
+            Ledger(workspace).append("undo", {
+                "backup_op": e["op"], "paths": [f["path"] for f in e["files"]],
+                "after": {f["path"]: f["before"] for f in e["files"]},
+            }, tool="undo", files={f["path"]: f["before"] for f in e["files"] if f["before"]})
+    result.message = f"undid {len(result.ops)} patch(es)"
+    return result
+
+
+def unified_diff(rel: str, old: str, new: str, *, new_file: bool = False) -> str:
+    """A unified diff of one file in `git diff` path style."""
+    return "".join(difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True),
+        fromfile="/dev/null" if new_file else f"a/{rel}", tofile=f"b/{rel}",
+    ))
+
+
+def _read_text(p: Path, rel: str) -> str:
+    if not p.is_file():
+        raise ToolError(f"{rel} does not exist (or is not a file); list files with workspace_overview")
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise ToolError(f"{rel} is larger than {MAX_FILE_BYTES} bytes; warpgrad only reads source files")
+    data = p.read_bytes()
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{rel} is a binary file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ToolError(f"{rel} is not UTF-8 text ({e})") from None
+
+
+# ---------------------------------------------------------------------------------------------------
+# workspace_overview
+# ---------------------------------------------------------------------------------------------------
+
+
+def warp_version() -> str | None:
+    """Installed warp-lang version from package metadata (the runtime never imports Warp)."""
+    try:
+        return importlib.metadata.version("warp-lang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def entry_point_reasons(source: str) -> list[str]:
+    """Why a Python source looks like a script to run: a `__main__` guard, module-level tape/backward."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    reasons = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_guard(node.test):
+            reasons.append("has `if __name__ == \"__main__\"`")
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                f = sub.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if name == "Tape" and "module-level wp.Tape" not in reasons:
+                    reasons.append("module-level wp.Tape")
+                elif name == "backward" and "module-level backward()" not in reasons:
+                    reasons.append("module-level backward()")
+    return reasons
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    if not isinstance(test, ast.Compare) or len(test.comparators) != 1:
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+            and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
+
+
+class WorkspaceOverviewArgs(BaseModel):
+    glob: str | None = Field(None, description="Only list files matching this glob (default: all).")
+
+
+class FileEntry(BaseModel):
+    path: str = Field(description="Workspace-relative path.")
+    bytes: int = Field(description="Size in bytes.")
+    created_by_warpgrad: bool = Field(False, description="True for diagnostic files warpgrad wrote.")
+
+
+class EntryPoint(BaseModel):
+    path: str = Field(description="Workspace-relative path of a script that looks runnable.")
+    reasons: list[str] = Field(description="Why it looks like an entry point.")
+
+
+class WorkspaceOverviewResult(BaseModel):
+    root: str = Field(description="Absolute workspace root.")
+    files: list[FileEntry] = Field(description=f"Files (at most {MAX_OVERVIEW_FILES}).")
+    files_truncated: bool = Field(description="True when there are more files than listed.")
+    entry_points: list[EntryPoint] = Field(description="Scripts with a __main__ guard or module-level tape/backward.")
+    warp_version: str | None = Field(description="Installed warp-lang version (from package metadata).")
+    device_note: str = Field(description="Where runs execute; the device each run used is in its result.")
+    size_knobs: dict[str, list[dict[str, Any]]] = Field(
+        description="Per entry point, the size knobs `shrink` can change (name, value, line, category).")
+    ledger: dict[str, Any] = Field(description="Prior evidence in .warpgrad/ledger.jsonl: counts, last check.")
+
+
+@tool(args=WorkspaceOverviewArgs, result=WorkspaceOverviewResult)
+def workspace_overview(args: WorkspaceOverviewArgs, workspace: Path) -> WorkspaceOverviewResult:
+    """Survey the workspace: files, runnable scripts, Warp version, size knobs to shrink, prior evidence.
+
+    Start here. Entry points are scripts with `if __name__ == "__main__"` or a module-level tape/backward.
+    """
+    from warpgrad.tools.shrink import find_knobs  # shrink imports this module
+
+    root = Path(workspace).resolve()
+    created = created_files(root)
+    files, entries, knobs = [], [], {}
+    truncated = False
+    for p in iter_files(root, args.glob):
+        rel = p.relative_to(root).as_posix()
+        if len(files) >= MAX_OVERVIEW_FILES:
+            truncated = True
+            break
+        size = p.stat().st_size
+        files.append(FileEntry(path=rel, bytes=size, created_by_warpgrad=rel in created))
+        if p.suffix == ".py" and size <= MAX_FILE_BYTES:
+            src = p.read_text(encoding="utf-8", errors="replace")
+            if reasons := entry_point_reasons(src):
+                entries.append(EntryPoint(path=rel, reasons=reasons))
+                found = [] if rel in created else find_knobs(src)  # a shrunk copy's knobs are noise
+                if found:
+                    knobs[rel] = [k.model_dump(include={"id", "name", "value", "line", "category", "kind"})
+                                  for k in found]
+    return WorkspaceOverviewResult(
+        root=str(root), files=files, files_truncated=truncated, entry_points=entries, warp_version=warp_version(),
+        device_note="user code runs in subprocesses on Warp's default device (CPU when no CUDA GPU is present); "
+                    "each run and check records the device it used",
+        size_knobs=knobs, ledger=Ledger(root).summary(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# read_file
+# ---------------------------------------------------------------------------------------------------
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="Workspace-relative path of the file to read.")
+    start_line: int = Field(1, ge=1, description="First line to return (1-based).")
+    max_lines: int = Field(200, ge=1, le=MAX_READ_LINES, description=f"How many lines (at most {MAX_READ_LINES}).")
+
+
+class ReadFileResult(BaseModel):
+    path: str = Field(description="Workspace-relative path.")
+    start_line: int = Field(description="First line returned.")
+    end_line: int = Field(description="Last line returned (0 for an empty file).")
+    total_lines: int = Field(description="Lines in the whole file.")
+    text: str = Field(description="The lines, each prefixed with its number and a tab.")
+    truncated: bool = Field(description="True when the file continues after `end_line`.")
+    next_start_line: int | None = Field(None, description="Pass as start_line to read on, when truncated.")
+
+
+@tool(args=ReadFileArgs, result=ReadFileResult)
+def read_file(args: ReadFileArgs, workspace: Path) -> ReadFileResult:
+    """Read a window of a workspace file as numbered lines (at most 400 lines per call; long lines are cut).
+
+    Use `start_line` to page through long files; line numbers match what `edit_file` and tracebacks use.
+    """
+    p = resolve_path(workspace, args.path)
+    rel = rel_path(workspace, p)
+    lines = _read_text(p, rel).splitlines()
+    start = args.start_line
+    if lines and start > len(lines):
+        raise ToolError(f"{rel} has {len(lines)} lines; start_line {start} is past the end")
+    window = lines[start - 1 : start - 1 + args.max_lines]
+    out = []
+    for i, line in enumerate(window, start):
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f" ... [{len(line) - MAX_LINE_CHARS} more characters]"
+        out.append(f"{i}\t{line}")
+    end = start + len(window) - 1 if window else 0
+    truncated = end < len(lines)
+    return ReadFileResult(path=rel, start_line=start, end_line=end, total_lines=len(lines), text="\n".join(out),
+                          truncated=truncated, next_start_line=end + 1 if truncated else None)
+
+
+# ---------------------------------------------------------------------------------------------------
+# search_code
+# ---------------------------------------------------------------------------------------------------
+
+
+def iter_files(workspace: Path, pattern: str | None = None) -> Iterator[Path]:
+    """Regular files in the workspace, sorted, skipping VCS/venv/cache dirs and links that lead out."""
+    root = Path(workspace).resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                continue
+            if not p.is_file():
+                continue
+            rel = p.relative_to(root).as_posix()
+            if pattern and not (Path(rel).match(pattern) or Path(name).match(pattern)):
+                continue
+            yield p
+
+
+class SearchCodeArgs(BaseModel):
+    pattern: str = Field(description="Text to find; a Python regular expression when `regex` is true.")
+    regex: bool = Field(False, description="Treat `pattern` as a regular expression.")
+    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py' or 'sim/*.py'.")
+    case_sensitive: bool = Field(True, description="Match case exactly.")
+    max_results: int = Field(50, ge=1, le=MAX_SEARCH_RESULTS,
+                             description=f"Stop after this many matching lines (at most {MAX_SEARCH_RESULTS}).")
+
+
+class SearchHit(BaseModel):
+    path: str = Field(description="Workspace-relative path.")
+    line: int = Field(description="1-based line number.")
+    text: str = Field(description="The matching line (cut when long).")
+
+
+class SearchCodeResult(BaseModel):
+    hits: list[SearchHit] = Field(description="Matching lines in path order.")
+    truncated: bool = Field(description="True when there were more matches than max_results.")
+    message: str = Field("", description="A hint when the results were cut.")
+
+
+@tool(args=SearchCodeArgs, result=SearchCodeResult)
+def search_code(args: SearchCodeArgs, workspace: Path) -> SearchCodeResult:
+    """Search the workspace's text files for a string or regex; returns matching lines with their numbers.
+
+    Results are bounded: past `max_results` the search stops and asks for a narrower query.
+    """
+    flags = 0 if args.case_sensitive else re.IGNORECASE
+    try:
+        rx = re.compile(args.pattern if args.regex else re.escape(args.pattern), flags)
+    except re.error as e:
+        raise ToolError(f"bad regular expression {args.pattern!r}: {e}; fix it or pass regex=false") from None
+    hits: list[SearchHit] = []
+    for p in iter_files(workspace, args.glob):
+        if p.stat().st_size > MAX_FILE_BYTES:
+            continue
+        data = p.read_bytes()
+        if b"\0" in data[:8192]:
+            continue
+        text = data.decode("utf-8", errors="replace")
+        for i, line in enumerate(text.splitlines(), 1):
+            if rx.search(line):
+                if len(hits) == args.max_results:
+                    return SearchCodeResult(
+                        hits=hits, truncated=True,
+                        message=f"more than {args.max_results} matches; narrow the query (a more specific "
+                                "pattern, or glob='file.py' to search one file)")
+                cut = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ..."
+                hits.append(SearchHit(path=rel_path(workspace, p), line=i, text=cut))
+    return SearchCodeResult(hits=hits, truncated=False, message="" if hits else "no matches")
+
+
+# ---------------------------------------------------------------------------------------------------
+# write_file
+# ---------------------------------------------------------------------------------------------------
+
+
+class WriteFileArgs(BaseModel):
+    path: str = Field(description="Workspace-relative path of a NEW diagnostic file (probe, repro script).")
+    content: str = Field(description="The whole file content.")
+    purpose: str = Field("", description="One line saying what the file is for (shown in the report).")
+
+
+class WriteFileResult(BaseModel):
+    path: str = Field(description="Workspace-relative path written.")
+    sha256: str = Field(description="sha256 of the content written.")
+    bytes: int = Field(description="Bytes written.")
+    seq: int = Field(description="Ledger record of the write.")
+
+
+@tool(args=WriteFileArgs, result=WriteFileResult, read_only=False)
+def write_file(args: WriteFileArgs, workspace: Path) -> WriteFileResult:
+    """Create a new diagnostic file (an FD probe, a repro script) in the workspace.
+
+    Refuses to overwrite any file the user has: change user files with `edit_file` or `apply_patch`. It
+    may rewrite a file it created itself. Python files must parse. The file is kept and listed in the report.
+    """
+    p = resolve_path(workspace, args.path)
+    rel = rel_path(workspace, p)
+    check_writable_new(workspace, p)
+    require_intact_ledger(workspace)
+    if p.suffix == ".py" and (err := syntax_error(args.content, rel)):
+        raise ToolError(f"not written: the content is not valid Python: {err}")
+    data = args.content.encode("utf-8")
+    sha = hashlib.sha256(data).hexdigest()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(p, data)
+    mark_created(workspace, rel, sha)
+    rec = Ledger(workspace).append("file", {"path": rel, "sha256": sha, "purpose": args.purpose},
+                                   tool="write_file", files={rel: sha})
+    return WriteFileResult(path=rel, sha256=sha, bytes=len(data), seq=rec.seq)
+
+
+# ---------------------------------------------------------------------------------------------------
+# edit_file
+# ---------------------------------------------------------------------------------------------------
+
+
+class EditFileArgs(BaseModel):
+    path: str = Field(description="Workspace-relative path of the file to change.")
+    old_text: str = Field(min_length=1, description="Exact text to replace, including indentation.")
+    new_text: str = Field(description="Replacement text.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of requiring exactly one.")
+    reason: str = Field("", description="Why this change fixes the gradient (recorded with the patch).")
+
+
+class PatchResult(BaseModel):
+    paths: list[str] = Field(description="Files changed.")
+    diff: str = Field(description="Unified diff of the change.")
+    before: dict[str, str | None] = Field(description="sha256 of each file before (None: the patch created it).")
+    after: dict[str, str | None] = Field(description="sha256 of each file after.")
+    backup_op: str = Field(description="Backup id in .warpgrad/backups/ (`warpgrad undo` restores it).")
+    seq: int = Field(description="Ledger record of the patch.")
+
+
+@tool(args=EditFileArgs, result=PatchResult, read_only=False)
+def edit_file(args: EditFileArgs, workspace: Path) -> PatchResult:
+    """Replace exact text in a workspace file (must match exactly once unless replace_all), as a recorded patch.
+
+    The file is backed up first; an edit that would break Python syntax is refused and the file is left
+    as it was. The diff and before/after hashes go to the ledger. Keep fixes minimal.
+    """
+    p = resolve_path(workspace, args.path)
+    rel = rel_path(workspace, p)
+    old = _read_text(p, rel)
+    n = old.count(args.old_text)
+    if n == 0:
+        hint = _closest_hint(old, args.old_text)
+        raise ToolError(f"old_text was not found in {rel}; it must match exactly, whitespace included. "
+                        f"Read the file again with read_file.{hint}")
+    if n > 1 and not args.replace_all:
+        lines = _match_lines(old, args.old_text)
+        raise ToolError(f"old_text occurs {n} times in {rel} (lines {', '.join(map(str, lines))}); include more "
+                        "surrounding lines so it matches once, or set replace_all=true")
+    new = old.replace(args.old_text, args.new_text) if args.replace_all else old.replace(args.old_text,
+                                                                                          args.new_text, 1)
+    if new == old:
+        raise ToolError("new_text equals old_text: nothing to change")
+    return _commit(workspace, {rel: (old, new, False)}, "edit_file", args.reason)
+
+
+def _match_lines(text: str, sub: str) -> list[int]:
+    out, start = [], 0
+    while (i := text.find(sub, start)) >= 0:
+        out.append(text.count("\n", 0, i) + 1)
+        start = i + 1
+    return out
+
+
+def _closest_hint(text: str, sub: str) -> str:
+    first = sub.strip().splitlines()[0].strip() if sub.strip() else ""
+    if not first:
+        return ""
+    for i, line in enumerate(text.splitlines(), 1):
+        if first in line:
+            return f" Its first line appears at line {i}; check the lines after it and the indentation."
+    return ""
+
+
+def _commit(workspace: Path, files: dict[str, tuple[str, str, bool]], tool_name: str, reason: str) -> PatchResult:
+    """Syntax-check every new text, then back up, write and record them as one patch."""
+    errors = [e for rel, (_, new, _) in files.items() if rel.endswith(".py") and (e := syntax_error(new, rel))]
+    if errors:
+        raise ToolError("refused: the edit breaks Python syntax, the file is unchanged: " + "; ".join(errors))
+    diff = "".join(unified_diff(rel, old, new, new_file=created) for rel, (old, new, created) in files.items())
+    payload = apply_changes(workspace, {rel: new for rel, (_, new, _) in files.items()}, tool_name, diff,
+                            {"reason": reason} if reason else None)
+    return PatchResult(paths=payload["paths"], diff=diff, before=payload["before"], after=payload["after"],
+                       backup_op=payload["backup_op"], seq=payload["seq"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# apply_patch (a unified diff parser: no third-party dependency for the file we must get exactly right)
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Hunk(BaseModel):
+    old_start: int
+    old_len: int
+    lines: list[str]  # each starts with ' ', '-' or '+'; a trailing "\ No newline" is folded in
+    no_newline_old: bool = False
+    no_newline_new: bool = False
+
+
+class _FilePatch(BaseModel):
+    old_path: str | None
+    new_path: str | None
+    hunks: list[_Hunk]
+
+
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _strip_prefix(name: str) -> str | None:
+    name = name.split("\t")[0].strip()
+    if name == "/dev/null":
+        return None
+    if name.startswith(("a/", "b/")):
+        return name[2:]
+    return name
+
+
+def parse_unified_diff(diff: str) -> list[_FilePatch]:
+    """Parse a unified diff (git or plain `diff -u` style) into file patches.
+
+    Raises:
+        ToolError: The text is not a well-formed unified diff.
+    """
+    lines = diff.split("\n")  # not splitlines(): a form feed inside a source line is content
+    if lines and lines[-1] == "":
+        lines.pop()
+    i, out = 0, []
+    while i < len(lines):
+        if not lines[i].startswith("--- "):
+            i += 1
+            continue
+        if i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
+            raise ToolError(f"diff line {i + 1}: '---' header not followed by '+++'")
+        old_path, new_path = _strip_prefix(lines[i][4:]), _strip_prefix(lines[i + 1][4:])
+        i += 2
+        hunks: list[_Hunk] = []
+        while i < len(lines) and lines[i].startswith("@@"):
+            m = _HUNK_RE.match(lines[i])
+            if not m:
+                raise ToolError(f"diff line {i + 1}: malformed hunk header {lines[i]!r}")
+            old_start, old_len = int(m.group(1)), int(m.group(2) or "1")
+            new_len = int(m.group(4) or "1")
+            i += 1
+            hunk = _Hunk(old_start=old_start, old_len=old_len, lines=[])
+            n_old = n_new = 0
+            while i < len(lines) and (n_old < old_len or n_new < new_len or lines[i].startswith("\\")):
+                line = lines[i]
+                if line.startswith("\\"):
+                    last = hunk.lines[-1][:1] if hunk.lines else " "
+                    if last in " -":
+                        hunk.no_newline_old = True
+                    if last in " +":
+                        hunk.no_newline_new = True
+                    i += 1
+                    continue
+                tag = line[:1] if line else " "  # some tools strip the space of empty context lines
+                if tag not in " -+":
+                    raise ToolError(f"diff line {i + 1}: hunk ended early (expected {old_len} old and {new_len} new "
+                                    f"lines); check the @@ counts")
+                body = line[1:] if line else ""
+                hunk.lines.append(tag + body)
+                n_old += tag in " -"
+                n_new += tag in " +"
+                i += 1
+            if n_old != old_len or n_new != new_len:
+                raise ToolError(f"hunk at old line {old_start}: counts in its @@ header do not match its lines")
+            hunks.append(hunk)
+        if not hunks:
+            raise ToolError(f"diff for {new_path or old_path}: no hunks")
+        out.append(_FilePatch(old_path=old_path, new_path=new_path, hunks=hunks))
+    if not out:
+        raise ToolError("no file patches found: give a unified diff with '--- a/path', '+++ b/path' and @@ hunks")
+    return out
+
+
+def apply_hunks(text: str, hunks: list[_Hunk], rel: str) -> str:
+    """Apply hunks to `text`. Context must match exactly; a hunk may sit up to 50 lines from its stated spot.
+
+    Raises:
+        ToolError: A hunk's context or removed lines are not found.
+    """
+    src = text.split("\n")
+    if src and src[-1] == "":
+        src.pop()
+    out: list[str] = []
+    pos = 0  # index in src of the next line not yet copied
+    offset = 0  # how far the file has drifted from the line numbers in the hunk headers
+    final_nl = text.endswith("\n") or not text
+    for h in hunks:
+        old = [ln[1:] for ln in h.lines if ln[0] in " -"]
+        new = [ln[1:] for ln in h.lines if ln[0] in " +"]
+        stated = h.old_start - 1 if h.old_len else h.old_start  # a pure insertion goes after old_start
+        at = _find_block(src, old, stated + offset, pos)
+        if at is None:
+            first = old[0] if old else ""
+            raise ToolError(f"{rel}: hunk @@ -{h.old_start},{h.old_len} @@ does not match the file (context "
+                            f"starting {first!r} not found near line {h.old_start}); read the file again and "
+                            "regenerate the diff, or use edit_file")
+        out.extend(src[pos:at])
+        out.extend(new)
+        pos = at + len(old)
+        offset = at - stated
+        if pos >= len(src):
+            final_nl = not h.no_newline_new
+    out.extend(src[pos:])
+    result = "\n".join(out)
+    return result + "\n" if out and final_nl else result
+
+
+def _find_block(src: list[str], block: list[str], want: int, lo: int) -> int | None:
+    if not block:
+        return min(max(want, lo), len(src))
+    for d in range(51):
+        for at in (want - d, want + d) if d else (want,):
+            if at >= lo and src[at : at + len(block)] == block:
+                return at
+    return None
+
+
+class ApplyPatchArgs(BaseModel):
+    diff: str = Field(description="A unified diff ('--- a/path', '+++ b/path', @@ hunks) of workspace files.")
+    reason: str = Field("", description="Why this change fixes the gradient (recorded with the patch).")
+
+
+@tool(args=ApplyPatchArgs, result=PatchResult, read_only=False)
+def apply_patch(args: ApplyPatchArgs, workspace: Path) -> PatchResult:
+    """Apply a unified diff to workspace files as one recorded patch (all files or none).
+
+    Every file is backed up first; hunk context must match the file exactly. A patch that would break
+    Python syntax is refused and no file changes. It can create new files (from /dev/null) but not delete.
+    """
+    changes: dict[str, tuple[str, str, bool]] = {}
+    for fp in parse_unified_diff(args.diff):
+        if fp.new_path is None:
+            raise ToolError(f"the diff deletes {fp.old_path}: warpgrad never deletes a user's file")
+        if fp.old_path is not None and fp.old_path != fp.new_path:
+            raise ToolError(f"the diff renames {fp.old_path} to {fp.new_path}: renames are not supported")
+        p = resolve_path(workspace, fp.new_path)
+        rel = rel_path(workspace, p)
+        if rel in changes:
+            raise ToolError(f"the diff patches {rel} twice; merge its hunks into one file section")
+        if fp.old_path is None:
+            if p.exists():
+                raise ToolError(f"the diff creates {rel}, which already exists")
+            old, created = "", True
+        else:
+            old, created = _read_text(p, rel), False
+        changes[rel] = (old, apply_hunks(old, fp.hunks, rel), created)
+    return _commit(workspace, changes, "apply_patch", args.reason)

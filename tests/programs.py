@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-HEADER = '''\
+HEADER = """\
 import sys
 import numpy as np
 import warp as wp
@@ -62,11 +62,11 @@ def init_v():
 
 
 target = wp.array(np.full(N, 0.5, dtype=np.float32), dtype=float)
-'''
+"""
 
 # Host code of each variant. `xs` are the per-step states (STEPS + 1 distinct buffers when healthy).
 VARIANTS: dict[str, str] = {
-    "healthy_optim": '''
+    "healthy_optim": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
 for it in range(ITERS):
@@ -81,8 +81,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-''',
-    "missing_zero": '''
+""",
+    "missing_zero": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 for it in range(ITERS):
     xs = [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(STEPS + 1)]
@@ -95,8 +95,8 @@ for it in range(ITERS):
     tape.backward(loss)
     wp.launch(sgd, N, inputs=[v, v.grad, 0.05])
     print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-''',
-    "no_requires_grad": '''
+""",
+    "no_requires_grad": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
 for it in range(ITERS):
@@ -111,8 +111,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-''',
-    "host_update_new_array": '''
+""",
+    "host_update_new_array": """
 def train():
     v = wp.array(init_v(), dtype=float, requires_grad=True)
     for it in range(ITERS):
@@ -130,8 +130,8 @@ def train():
 
 if __name__ == "__main__":
     train()
-''',
-    "pingpong": '''
+""",
+    "pingpong": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
 for it in range(ITERS):
@@ -148,8 +148,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-''',
-    "truncation": '''
+""",
+    "truncation": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
 for it in range(ITERS):
@@ -168,8 +168,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     v.grad.zero_()
     print(f"iter {it} loss {total:.6f}")
-''',
-    "mean_seeded_as_sum": '''
+""",
+    "mean_seeded_as_sum": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
 for it in range(ITERS):
@@ -184,8 +184,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} mse {loss.numpy()[0] / N:.6f}")
-''',
-    "nan_sqrt": '''
+""",
+    "nan_sqrt": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
 for it in range(ITERS):
@@ -201,8 +201,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-''',
-    "stochastic": '''
+""",
+    "stochastic": """
 rng = np.random.default_rng()
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
@@ -219,8 +219,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-''',
-    "cancellation": '''
+""",
+    "cancellation": """
 v = wp.array(init_v() * 1e-3, dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)
 for it in range(ITERS):
@@ -237,8 +237,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} loss {big.numpy()[0]:.6f}")
-''',
-    "no_update": '''
+""",
+    "no_update": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 w = wp.array(init_v(), dtype=float, requires_grad=True)
 xs = [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(STEPS + 1)]
@@ -250,7 +250,7 @@ with tape:
     wp.launch(loss_k, N, inputs=[xs[STEPS], target], outputs=[loss])
 tape.backward(loss)
 print("loss", loss.numpy()[0])
-''',
+""",
 }
 
 

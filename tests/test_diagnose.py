@@ -38,7 +38,9 @@ def test_a_missing_tape_zero_is_named_with_its_signature(tmp_path):
 
 
 def test_correct_gradients_with_a_diverging_loss_point_at_the_learning_rate(tmp_path):
-    src = HEADER + '''
+    src = (
+        HEADER
+        + """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=40.0)
 for it in range(ITERS):
@@ -53,7 +55,8 @@ for it in range(ITERS):
     opt.step([v.grad])
     tape.zero()
     print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-'''
+"""
+    )
     (tmp_path / "train.py").write_text(src, encoding="utf-8")
     r = run_diagnose(DiagnoseArgs(script="train.py", iteration=0, bisect="never", record=False), tmp_path)
     assert r.gradients_wrong is False and r.signature == "correct"
@@ -62,11 +65,19 @@ for it in range(ITERS):
 
 
 def test_a_script_that_cannot_run_is_reported_as_the_blocker_and_the_cli_exits_2(tmp_path):
-    (tmp_path / "train.py").write_text("import warp as wp\nimport scene_loader_not_installed\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        "import warp as wp\nimport scene_loader_not_installed\n", encoding="utf-8"
+    )
     r = run_diagnose(DiagnoseArgs(script="train.py", record=False), tmp_path)
     assert not r.ok and "missing_import" in r.blocked and r.gradcheck is None
-    p = subprocess.run([sys.executable, "-m", "warpgrad", "diagnose", "train.py", "--json", "--no-record"],
-                       cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "warpgrad", "diagnose", "train.py", "--json", "--no-record"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
+    )
     assert p.returncode == 2
     assert json.loads(p.stdout)["blocked"].startswith("missing_import")
 
@@ -75,5 +86,7 @@ def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):
     write_program(tmp_path, "healthy_optim")
     r = run_diagnose(DiagnoseArgs(script="train.py", bisect="never"), tmp_path)
     assert r.gradients_wrong is False
-    kinds = [json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()]
+    kinds = [
+        json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()
+    ]
     assert kinds == ["run", "gradcheck", "tracker", "diagnose"]

@@ -83,7 +83,9 @@ def test_without_an_update_the_parameters_are_ambiguous_until_named(tmp_path):
 
 
 def test_a_script_that_cannot_run_is_the_finding(tmp_path):
-    (tmp_path / "train.py").write_text("import warp as wp\nraise RuntimeError('no scene file')\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        "import warp as wp\nraise RuntimeError('no scene file')\n", encoding="utf-8"
+    )
     r = check(GradcheckArgs(script="train.py", record=False), tmp_path)
     assert not r.ok and r.error.kind == "script_raised" and "no scene file" in r.reason
 
@@ -95,8 +97,14 @@ def test_a_script_without_backward_says_there_is_no_gradient(tmp_path):
 
 
 def cli(ws: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "warpgrad", "gradcheck", *args], cwd=ws, capture_output=True,
-                          text=True, encoding="utf-8", timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "warpgrad", "gradcheck", *args],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=600,
+    )
 
 
 def test_the_cli_exits_1_on_wrong_gradients_with_one_json_document(tmp_path):

@@ -20,7 +20,9 @@ def test_skill_and_references_ship_inside_the_package():
 
 
 def test_the_console_script_answers_help():
-    p = subprocess.run([sys.executable, "-m", "warpgrad", "--help"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "warpgrad", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0
     for command in ("diagnose", "gradcheck", "chat", "mcp", "eval", "tool"):
         assert command in p.stdout

@@ -8,7 +8,7 @@ from warpgrad.tools.gradcheck import GradcheckArgs, check
 
 pytestmark = pytest.mark.warp
 
-SIM = '''\
+SIM = """\
 import numpy as np
 import warp as wp
 
@@ -46,11 +46,11 @@ def states(k, pingpong):
         b = wp.zeros(N, dtype=float, requires_grad=True)
         return [a if s % 2 == 0 else b for s in range(k + 1)]
     return [wp.ones(N, dtype=float, requires_grad=True)] + [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(k)]
-'''
+"""
 
 
 def probe(pingpong: bool, loss_expr: str = "float(l.numpy()[0])") -> str:
-    return textwrap.dedent(f'''\
+    return textwrap.dedent(f"""\
         import sim
 
 
@@ -69,7 +69,7 @@ def probe(pingpong: bool, loss_expr: str = "float(l.numpy()[0])") -> str:
             g = sim.v.grad.numpy().copy()
             tape.zero()
             return {{"v": g}}
-        ''')
+        """)
 
 
 def workspace(tmp_path, probe_text: str):
@@ -99,9 +99,11 @@ def test_a_probe_returning_a_non_scalar_gets_a_clear_error(tmp_path):
 
 
 def test_a_probe_that_never_imports_the_program_is_not_evidence(tmp_path):
-    text = "import numpy as np\nimport warp as wp\nx = wp.zeros(3, dtype=float, requires_grad=True)\n" \
-           "def params():\n    return {'x': x}\ndef loss():\n    return float(np.sum(x.numpy() ** 2))\n" \
-           "def grad():\n    return {'x': 2 * x.numpy()}\n"
+    text = (
+        "import numpy as np\nimport warp as wp\nx = wp.zeros(3, dtype=float, requires_grad=True)\n"
+        "def params():\n    return {'x': x}\ndef loss():\n    return float(np.sum(x.numpy() ** 2))\n"
+        "def grad():\n    return {'x': 2 * x.numpy()}\n"
+    )
     (tmp_path / "probe.py").write_text(text, encoding="utf-8")
     r = check(GradcheckArgs(probe="probe.py", record=False), tmp_path)
     assert not r.ok and "never imported a workspace file" in r.reason

@@ -21,7 +21,8 @@ def test_a_script_runs_like_python_script_py_with_argv_and_its_folder_on_sys_pat
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "helper.py").write_text("VALUE = 41\n", encoding="utf-8")
     (tmp_path / "pkg" / "main.py").write_text(
-        "import sys, helper\nprint('argv', sys.argv[1:], 'value', helper.VALUE + 1)\n", encoding="utf-8")
+        "import sys, helper\nprint('argv', sys.argv[1:], 'value', helper.VALUE + 1)\n", encoding="utf-8"
+    )
     r = run_script(RunScriptArgs(script="pkg/main.py", args=["--n", "3"], record=False), tmp_path)
     assert r.ok, r.error
     assert "argv ['--n', '3'] value 42" in r.stdout_tail

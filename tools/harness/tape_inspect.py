@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-
 from warpgrad.tools import kernel_access
 from warpgrad.tools.harness import hooks
 from warpgrad.tools.harness.capture import CaptureListener, name_of
@@ -37,6 +36,7 @@ MAX_TAPES = 4
 MAX_LAUNCHES = 5000
 MAX_FINGERPRINT_BYTES = 256 * 2**20
 MAX_NAME_LOOKUPS = 20000
+BACKWARD_SCHEME_AFTER = 64
 
 
 def _closure(fn) -> dict[str, Any]:
@@ -56,6 +56,44 @@ def backward_state(kernel) -> tuple[bool, str | None]:
     return enabled, None if enabled else "module"
 
 
+def _stamp(entry, info: dict[str, Any]) -> None:
+    """Attach what was seen at recording time to the tape entry itself, so it lives and dies with the tape.
+
+    Kernel entries carry a metadata dict (Warp keeps the call site there); copies are functions, which
+    take attributes.
+    """
+    if isinstance(entry, list) and len(entry) > 7 and isinstance(entry[7], dict):
+        entry[7]["warpgrad"] = info
+    elif callable(entry):
+        try:
+            entry._warpgrad = info
+        except (AttributeError, TypeError):
+            pass
+
+
+def _stamp_of(entry) -> dict[str, Any]:
+    if isinstance(entry, list) and len(entry) > 7 and isinstance(entry[7], dict):
+        return entry[7].get("warpgrad") or {}
+    return getattr(entry, "_warpgrad", None) or {}
+
+
+def _safe(method):
+    """A listener failure must never become the user's failure: record it and stop that listener's work."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if getattr(self, "broken", None):
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
+            return None
+
+    return wrapper
+
+
 class TapeInspectListener(hooks.Listener):
     key = "tape_inspect"
 
@@ -64,7 +102,6 @@ class TapeInspectListener(hooks.Listener):
         self.arrays: dict[int, dict[str, Any]] = {}
         self.keep: dict[int, Any] = {}  # keeps described arrays alive so ids are not reused
         self.access_cache: dict[str, kernel_access.KernelAccess | str] = {}
-        self.entry_info: dict[int, dict[str, Any]] = {}  # id(tape entry) -> iteration, fingerprints, site
         self.untaped: dict[int, list[dict[str, Any]]] = {}  # id(tape) -> writes outside the record
         self.open_tapes: dict[int, Any] = {}
         self.descriptions: list[dict[str, Any]] = []
@@ -81,11 +118,28 @@ class TapeInspectListener(hooks.Listener):
         return next((x for x in self.s.listeners if isinstance(x, CaptureListener)), None)
 
     def _active(self) -> bool:
+        """Whether the current launches can still belong to the captured iteration (fingerprints cost time).
+
+        Until a gradient is consumed the scheme is unknown: a script may run many backward calls per
+        iteration (backward per step) before its first update. Past BACKWARD_SCHEME_AFTER backward calls
+        with no consumption, each backward is taken as an iteration (capture's "backward" scheme).
+        """
         cap = self._cap()
         if cap is None:
             return True
         ru = cap.record_until
-        return cap.it <= ru and (cap.consumed_any or cap.bwd <= ru)
+        return cap.it <= ru and (cap.consumed_any or cap.bwd <= ru + BACKWARD_SCHEME_AFTER)
+
+    def _wanted(self, it: int, bwd: int) -> bool:
+        """Whether the tape whose backward runs now can be the one `result()` reports."""
+        cap = self._cap()
+        if cap is None:
+            return len(self.descriptions) < self.max_tapes
+        t = cap.target
+        if not ((it == t or bwd == t) if t is not None else (it <= 1 or bwd <= 1)):
+            return False
+        same = sum(1 for d in self.descriptions if d["iteration"] == it)
+        return same < self.max_tapes or bwd <= (t if t is not None else 1)
 
     def _iteration(self) -> tuple[int, int]:
         cap = self._cap()
@@ -132,7 +186,7 @@ class TapeInspectListener(hooks.Listener):
                 return None
             a = hooks.original("numpy")(arr)
             return zlib.crc32(np.ascontiguousarray(a).view(np.uint8).tobytes())
-        except Exception:  # an exotic array type must not break the user's run
+        except Exception:  # noqa: BLE001 - an exotic array type must not break the user's run
             return None
 
     # ------------------------------------------------------------------ kernel access
@@ -158,7 +212,7 @@ class TapeInspectListener(hooks.Listener):
 
                 self.access_cache[key] = kernel_access.analyze_kernel(
                     adj.source, name=adj.fun_name, resolver=resolve, first_line=adj.fun_lineno)
-            except Exception as e:  # fall back to the inputs/outputs split the user passed
+            except Exception as e:  # noqa: BLE001 - fall back to the inputs/outputs split the user passed
                 self.access_cache[key] = f"{type(e).__name__}: {e}"
         return self.access_cache[key]
 
@@ -194,8 +248,17 @@ class TapeInspectListener(hooks.Listener):
         return args_desc, arrays, ("ast" if isinstance(ka, kernel_access.KernelAccess) else f"fallback ({ka})")
 
     # ------------------------------------------------------------------ hooks
+    @_safe
     def before_launch(self, call: hooks.LaunchCall) -> None:
-        if call.in_backward or not self._active():
+        self._pending = None  # a launch that raised never reached after_launch
+        if call.in_backward:
+            return
+        if call.taped and not self._active():
+            # Cheap bookkeeping only: which backward call each launch precedes (stale-launch evidence).
+            it, bwd = self._iteration()
+            self._pending = {"n_before": len(call.tape.launches), "fp": {}, "iteration": it, "bwd": bwd, "names": None}
+            return
+        if not self._active():
             return
         if call.taped:
             tape = call.tape
@@ -215,6 +278,7 @@ class TapeInspectListener(hooks.Listener):
         elif not call.in_optimizer:
             self._note_untaped_launch(call)
 
+    @_safe
     def after_launch(self, call: hooks.LaunchCall) -> None:
         if not call.taped or call.in_backward:
             return
@@ -226,8 +290,8 @@ class TapeInspectListener(hooks.Listener):
             for obj in info.pop("after", []):
                 info["fp"][self._array_id(obj)] = self._fingerprint(obj)
             entry = tape.launches[-1]
-            self.entry_info[id(entry)] = {"iteration": info["iteration"], "bwd": info["bwd"], "fp": info["fp"],
-                                          "names": info["names"], "keep": entry}
+            _stamp(entry, {"iteration": info["iteration"], "bwd": info["bwd"], "fp": info["fp"],
+                           "names": info.get("names")})
 
     def _open_windows(self) -> list[int]:
         return [tid for tid, t in self.open_tapes.items() if t.launches]
@@ -247,6 +311,7 @@ class TapeInspectListener(hooks.Listener):
                 "after_launch": len(self.open_tapes[tid].launches) - 1,
             })
 
+    @_safe
     def before_copy(self, call: hooks.CopyCall) -> None:
         if call.in_backward or hooks.STATE.current is not None or not self._active():
             return
@@ -260,6 +325,7 @@ class TapeInspectListener(hooks.Listener):
         if tape is not None:
             self.open_tapes[id(tape)] = tape
 
+    @_safe
     def after_copy(self, call: hooks.CopyCall) -> None:
         pend = self.pending_copy.pop(id(call), None)
         if pend is None:
@@ -267,9 +333,9 @@ class TapeInspectListener(hooks.Listener):
         tape = call.tape
         if tape is not None and len(tape.launches) > pend["n"]:
             entry = tape.launches[-1]
-            self.entry_info[id(entry)] = {"iteration": pend["iteration"], "bwd": pend["bwd"], "site": pend["site"],
-                                          "fp": {self._array_id(call.src): pend["fp"]}, "keep": entry,
-                                          "dest_name": self._name(call.dest), "src_name": self._name(call.src)}
+            _stamp(entry, {"iteration": pend["iteration"], "bwd": pend["bwd"], "site": pend["site"],
+                           "fp": {self._array_id(call.src): pend["fp"]},
+                           "dest_name": self._name(call.dest), "src_name": self._name(call.src)})
             return
         wins = self._open_windows()
         why = ("a wp.copy inside the tape that Warp did not record (an array without .grad)" if tape is not None
@@ -278,22 +344,23 @@ class TapeInspectListener(hooks.Listener):
             self.untaped.setdefault(tid, []).append({
                 "kind": "copy", "kernel": "wp.copy", "site": pend["site"], "arrays": [self._array_id(call.dest)],
                 "why": why, "after_launch": len(self.open_tapes[tid].launches) - 1,
+                "src_requires_grad": bool(call.src.requires_grad),
             })
 
+    @_safe
     def before_backward(self, tape, loss, grads) -> None:
-        if not self._active():
-            self._forget(tape)
-            return
-        if len(self.descriptions) >= self.max_tapes * 4:
+        if not self._active() or not self._wanted(*self._iteration()):
             return
         try:
             self.descriptions.append(self.describe(tape, loss, grads))
-        except Exception as e:  # describing must never break the user's run
+        except Exception as e:  # noqa: BLE001 - describing must never break the user's run
             self.notes.append(f"could not describe a tape: {type(e).__name__}: {e}")
 
+    @_safe
     def after_backward(self, tape, loss, grads) -> None:
         self._forget(tape)
 
+    @_safe
     def tape_reset(self, tape) -> None:
         self._forget(tape)
 
@@ -301,8 +368,8 @@ class TapeInspectListener(hooks.Listener):
         self.untaped.pop(id(tape), None)
         self.open_tapes.pop(id(tape), None)
         for entry in tape.launches:
-            info = self.entry_info.get(id(entry))
-            if info is not None:
+            info = _stamp_of(entry)
+            if info:
                 info["fp"] = {}  # the next backward of a reused tape compares against nothing stale
 
     # ------------------------------------------------------------------ the description
@@ -311,7 +378,7 @@ class TapeInspectListener(hooks.Listener):
         launches: list[dict[str, Any]] = []
         current_fp: dict[str, int | None] = {}
         for j, entry in enumerate(tape.launches[:MAX_LAUNCHES]):
-            info = self.entry_info.get(id(entry), {})
+            info = _stamp_of(entry)
             if isinstance(entry, list):
                 kernel, dim, _, inputs, outputs, _, _, meta = (entry + [None] * 8)[:8]
                 caller = (meta or {}).get("caller") or {}
@@ -395,7 +462,7 @@ class TapeInspectListener(hooks.Listener):
             "iteration": it, "backward_index": bwd, "n_launches": len(tape.launches),
             "truncated": len(tape.launches) > MAX_LAUNCHES, "loss": loss_ids, "seed": seed,
             "launches": launches, "arrays": arrays_out, "untaped_writes": list(self.untaped.get(id(tape), []))[:200],
-            "warp_version": wp.__version__,
+            "warp_version": wp.__version__, "_tape_id": id(tape),
         }
 
     @staticmethod
@@ -424,5 +491,7 @@ class TapeInspectListener(hooks.Listener):
                 tapes = self.descriptions[:1]
         else:
             scheme, target, tapes = "backward", None, self.descriptions[:1]
+        notes = self.notes + ([f"the tape inspector stopped after an internal error ({self.broken})"]
+                              if getattr(self, "broken", None) else [])
         return {"scheme": scheme, "iteration": target, "tapes": tapes[:self.max_tapes],
-                "tapes_in_iteration": len(tapes), "notes": self.notes}
+                "tapes_in_iteration": len(tapes), "notes": notes}

@@ -18,6 +18,23 @@ from warpgrad.tools.harness.capture import name_of
 MAX_DISTINCT = 200
 
 
+def _safe(method):
+    """A listener failure must never become the user's failure: record it and stop that listener's work."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if getattr(self, "broken", None):
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
+            return None
+
+    return wrapper
+
+
 class TrackerListener(hooks.Listener):
     key = "tracker"
 
@@ -30,8 +47,9 @@ class TrackerListener(hooks.Listener):
         self.taped_launches = 0
         self.taped_copies = 0
         self.backward_calls = 0
-        self.names: dict[int, str | None] = {}
         self.dropped = 0
+        self.log_level_lowered = False
+        self.modules: dict[str, bool] = {}  # module launched -> codegen recorded array access (built with the flag)
 
     # -- iteration numbering shared with capture when it runs
     def _iteration(self) -> int:
@@ -39,11 +57,6 @@ class TrackerListener(hooks.Listener):
             if lst.__class__.__name__ == "CaptureListener":
                 return int(getattr(lst, "it", 0))
         return self.backward_calls
-
-    def _name(self, arr) -> str | None:
-        if id(arr) not in self.names:
-            self.names[id(arr)] = name_of(arr)
-        return self.names[id(arr)]
 
     def _drain(self, call) -> None:
         recs = self.s.log.records
@@ -59,22 +72,24 @@ class TrackerListener(hooks.Listener):
                 key = msg.split("\n", 1)[0][:300]
                 self.other[key] = self.other.get(key, 0) + 1
                 continue
-            arr = self._written_array(call, parsed)
-            if arr is not None:
-                extra["array"] = self._name(arr)
-                rb = self.last_reader.get(id(arr))
-                if rb is not None and parsed.kind != "within_kernel":
-                    extra["read_by"] = rb
             rec = tracker.record_from(msg, entry.get("site"), extra)
             if rec is None:
                 continue
             k = tracker._key(rec)
             if k in self.records:
                 self.records[k].count += 1
-            elif len(self.records) < MAX_DISTINCT:
-                self.records[k] = rec
-            else:
+                continue
+            if len(self.records) >= MAX_DISTINCT:
                 self.dropped += 1
+                continue
+            # Names and the earlier reader are looked up once per distinct record, while the array is alive.
+            arr = self._written_array(call, parsed)
+            if arr is not None:
+                rec.array = name_of(arr)
+                rb = self.last_reader.get(id(arr))
+                if rb is not None and parsed.kind != "within_kernel":
+                    rec.read_by = tracker.Site(**rb)
+            self.records[k] = rec
 
     @staticmethod
     def _written_array(call, parsed: tracker.ParsedWarning):
@@ -102,20 +117,36 @@ class TrackerListener(hooks.Listener):
                     self.last_reader[id(arr)] = site
 
     # -- hooks
+    @_safe
     def before_launch(self, call: hooks.LaunchCall) -> None:
+        import warp as wp
+
+        if wp.config.log_level > wp.LOG_WARNING:
+            # A script that silences warnings (log_level = LOG_ERROR) would silence the tracker too.
+            wp.config.log_level = wp.LOG_WARNING
+            self.log_level_lowered = True
         if hooks.STATE.current is None:
             self._drain(None)  # messages from outside any call must not be pinned on this one
 
+    @_safe
     def after_launch(self, call: hooks.LaunchCall) -> None:
         self._drain(call)
+        mod = getattr(getattr(call.kernel, "module", None), "name", None)
+        if mod is not None and not self.modules.get(mod):
+            # Codegen sets these flags only when the module is built with the tracker on (warp-facts §6.2); the
+            # log's "(compiled)" lines are missing when the script raises wp.config.log_level.
+            self.modules[mod] = any(getattr(a, "is_read", False) or getattr(a, "is_write", False)
+                                    for a in call.kernel.adj.args)
         if call.taped:
             self.taped_launches += 1
             self._note_reads(call)
 
+    @_safe
     def before_copy(self, call: hooks.CopyCall) -> None:
         if hooks.STATE.current is None:
             self._drain(None)
 
+    @_safe
     def after_copy(self, call: hooks.CopyCall) -> None:
         if hooks.STATE.current is not None:
             return  # the gradient copy Warp makes inside a copy
@@ -125,15 +156,18 @@ class TrackerListener(hooks.Listener):
             self.last_reader[id(call.src)] = {"file": call.site.get("file"), "line": call.site.get("line"),
                                               "func": call.site.get("func"), "kernel": "wp.copy"}
 
+    @_safe
     def after_backward(self, tape, loss, grads) -> None:
         self._drain(None)
         self.backward_calls += 1
         # Warp clears the read flags of the tape's arrays after backward (1.17+).
         self.last_reader.clear()
 
+    @_safe
     def tape_reset(self, tape) -> None:
         self.last_reader.clear()
 
+    @_safe
     def script_end(self) -> None:
         self._drain(None)
 
@@ -146,4 +180,8 @@ class TrackerListener(hooks.Listener):
             "taped_copies": self.taped_copies,
             "backward_calls": self.backward_calls,
             "dropped": self.dropped,
+            "modules_launched": sorted(self.modules),
+            "log_level_lowered": self.log_level_lowered,
+            "broken": getattr(self, "broken", None),
+            "modules_tracked": sorted(m for m, t in self.modules.items() if t),
         }

@@ -1,0 +1,361 @@
+"""Harness listener that localizes a wrong gradient on the captured tape (runs after `TapeInspectListener`).
+
+Right after the user's `backward` of each tape the inspector described:
+
+* **NaN origin** (config `localize.nan`): if any adjoint on the tape is non-finite, the backward pass is
+  replayed one recorded launch at a time from the same seeds; the first launch, in backward order, whose
+  input adjoints turn non-finite while its output adjoints were finite is the origin (like PyTorch's
+  `detect_anomaly`). The first forward launch that wrote non-finite values is reported too.
+* **Per-launch gradcheck** (config `localize.gradcheck`): `warp.autograd.gradcheck_tape` on a one-launch
+  tape for each distinct kernel launch, guarded against its known failures (warp-facts §4.3): launches
+  with no `outputs=` raise even with `raise_exception=False`, backward-disabled kernels and copies are
+  skipped silently, and a pair without `requires_grad` passes vacuously; all of these are listed instead.
+
+Both leave the user's run as they found it: array values and gradients are snapshotted and restored, and
+the harness listeners do not see the checks' own tapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+from typing import Any
+
+import numpy as np
+import warp as wp
+from warpgrad.tools.harness import hooks
+from warpgrad.tools.harness.tape_inspect import TapeInspectListener, backward_state
+
+_ANSI = re.compile(r"\x1b\[\d+m")
+MAX_FULL_SCALARS = 768
+
+
+def _np(a) -> np.ndarray:
+    return hooks.original("numpy")(a)
+
+
+def _entry_arrays(entry) -> tuple[list, list]:
+    """(arrays passed as inputs, arrays passed as outputs) of a tape entry, struct fields included."""
+    if isinstance(entry, list):
+        ins = [a for v in entry[3] for _, a in hooks.iter_arrays(v)]
+        outs = [a for v in entry[4] for _, a in hooks.iter_arrays(v)]
+        return ins, outs
+    cl = {}
+    try:
+        cl = dict(zip(entry.__code__.co_freevars, (c.cell_contents for c in (entry.__closure__ or ()))))
+    except (AttributeError, ValueError):
+        pass
+    src, dest = cl.get("src"), cl.get("dest")
+    return ([src] if isinstance(src, wp.array) else []), ([dest] if isinstance(dest, wp.array) else [])
+
+
+def _finite(a) -> bool:
+    try:
+        v = _np(a)
+        return bool(np.all(np.isfinite(v.astype(np.float64)))) if v.dtype.kind in "fc" or v.dtype.fields is None else True
+    except Exception:  # noqa: BLE001 - structured or exotic dtypes: no verdict
+        return True
+
+
+@contextlib.contextmanager
+def _quiet_harness():
+    """Run Warp machinery (tapes, jacobians) without the harness listeners seeing it."""
+    from warp._src import context as ctx
+
+    saved, hooks.STATE.listeners = hooks.STATE.listeners, []
+    tape, ctx.runtime.tape = ctx.runtime.tape, None
+    hooks.STATE.in_hook += 1
+    try:
+        yield
+    finally:
+        hooks.STATE.in_hook -= 1
+        ctx.runtime.tape = tape
+        hooks.STATE.listeners = saved
+
+
+class _Snapshot:
+    """Values and gradients of a set of arrays, to put back exactly."""
+
+    def __init__(self, arrays, values: bool = True) -> None:
+        self.items = []
+        seen = set()
+        for a in arrays:
+            if id(a) in seen or a is None:
+                continue
+            seen.add(id(a))
+            v = _np(a).copy() if values else None
+            g = _np(a.grad).copy() if a.grad is not None else None
+            self.items.append((a, v, a.grad, g))
+
+    def restore(self, values: bool = True) -> None:
+        with _quiet_harness():
+            for a, v, grad_obj, g in self.items:
+                if values and v is not None:
+                    a.assign(v)
+                if g is not None and grad_obj is not None:
+                    grad_obj.assign(g)
+
+
+def _safe(method):
+    """A listener failure must never become the user's failure: record it and stop that listener's work."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if getattr(self, "broken", None):
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
+            return None
+
+    return wrapper
+
+
+class LocalizeListener(hooks.Listener):
+    key = "localize"
+
+    def __init__(self, session) -> None:
+        self.s = session
+        cfg = session.cfg.get("localize") or {}
+        self.nan = bool(cfg.get("nan", True))
+        self.gradcheck = bool(cfg.get("gradcheck", False))
+        self.max_launches = int(cfg.get("max_launches", 24))
+        self.max_per_var = int(cfg.get("max_per_var", 16))
+        self.budget_s = float(cfg.get("budget_s", 60.0))
+        self.pre: dict[int, Any] = {}
+        self.notes: list[str] = []
+
+    def _inspector(self) -> TapeInspectListener | None:
+        return next((x for x in self.s.listeners if isinstance(x, TapeInspectListener)), None)
+
+    def _desc_for(self, tape) -> dict[str, Any] | None:
+        ti = self._inspector()
+        if ti is None or not ti.descriptions:
+            return None
+        d = ti.descriptions[-1]
+        return d if d.get("_tape_id") == id(tape) and "localize" not in d else None
+
+    @_safe
+    def before_backward(self, tape, loss, grads) -> None:
+        desc = self._desc_for(tape)
+        if desc is None or not self.nan:
+            return
+        arrays = [a for e in tape.launches for side in _entry_arrays(e) for a in side]
+        arrays += [loss] if isinstance(loss, wp.array) else []
+        arrays += list(grads or {})
+        seeds = {id(a): _np(g).copy() for a, g in (grads or {}).items()}
+        self.pre[id(tape)] = (_Snapshot(arrays, values=False), seeds)
+
+    @_safe
+    def after_backward(self, tape, loss, grads) -> None:
+        desc = self._desc_for(tape)
+        if desc is None:
+            return
+        out: dict[str, Any] = {}
+        try:
+            if self.nan:
+                out["nan"] = self._nan_origin(tape, loss, grads)
+            if self.gradcheck:
+                out["gradcheck"] = self._gradcheck(tape)
+        except Exception as e:  # noqa: BLE001 - localization must never break the user's run
+            out["error"] = f"{type(e).__name__}: {e}"
+        ti = self._inspector()
+        ids = {k: v["id"] for k, v in ti.arrays.items()} if ti is not None else {}
+        for key in ("origin", "forward_origin"):
+            o = (out.get("nan") or {}).get(key)
+            if o:
+                o["arrays"] = [ids.get(a, "?") for a in o["arrays"]]
+        if (out.get("nan") or {}).get("nonfinite_before_backward"):
+            out["nan"]["nonfinite_before_backward"] = [ids.get(a, "?") for a in out["nan"]["nonfinite_before_backward"]]
+        desc["localize"] = out
+        self.pre.pop(id(tape), None)
+
+    def result(self) -> dict[str, Any]:
+        return {"broken": getattr(self, "broken", None), "notes": self.notes}
+
+    # ------------------------------------------------------------------ NaN origin
+    def _nan_origin(self, tape, loss, grads) -> dict[str, Any]:
+        entries = list(tape.launches)
+        res: dict[str, Any] = {"checked": True, "nonfinite_adjoints": False, "origin": None, "forward_origin": None}
+        for j, e in enumerate(entries):
+            _, outs = _entry_arrays(e)
+            bad = [a for a in outs if not _finite(a)]
+            if bad:
+                res["forward_origin"] = {"index": j, "arrays": [id(a) for a in bad]}
+                break
+        all_arrays = [a for e in entries for side in _entry_arrays(e) for a in side]
+        if all(a.grad is None or _finite(a.grad) for a in all_arrays):
+            return res
+        res["nonfinite_adjoints"] = True
+        pre = self.pre.get(id(tape))
+        if pre is None:
+            res["checked"] = False
+            return res
+        snap_pre, seeds = pre
+        post = _Snapshot(all_arrays + ([loss] if isinstance(loss, wp.array) else []), values=False)
+        try:
+            snap_pre.restore(values=False)
+            stale = [a for a in all_arrays if a.grad is not None and not _finite(a.grad)]
+            res["nonfinite_before_backward"] = list({id(a): None for a in stale})
+            written = {id(a) for e in entries for a in _entry_arrays(e)[1]}
+            with _quiet_harness():
+                # Replay this backward's own contributions: gradients left over from earlier backward calls
+                # (never zeroed) are cleared; hand-seeded output gradients are kept as the seeds they are.
+                for a in all_arrays:
+                    if a.grad is None or a is loss or a in (grads or {}):
+                        continue
+                    if id(a) in written and _finite(a.grad) and np.any(_np(a.grad) != 0):
+                        continue
+                    a.grad.zero_()
+                if isinstance(loss, wp.array) and loss.grad is not None:
+                    loss.grad.fill_(1.0)
+                for a in grads or {}:
+                    if id(a) in seeds and a.grad is not None:
+                        a.grad.assign(seeds[id(a)])
+                one = wp.Tape()
+                one.gradients = tape.gradients
+                for j in range(len(entries) - 1, -1, -1):
+                    e = entries[j]
+                    ins, outs = _entry_arrays(e)
+                    outs_finite = all(a.grad is None or _finite(a.grad) for a in outs)
+                    before = {id(a) for a in ins if a.grad is not None and _finite(a.grad)}
+                    one.launches = [e]
+                    hooks.original("backward")(one)
+                    bad = [a for a in ins if id(a) in before and not _finite(a.grad)]
+                    if bad:
+                        res["origin"] = {"index": j, "arrays": [id(a) for a in bad], "output_adjoints_finite": outs_finite}
+                        break
+                one.launches = []
+        finally:
+            post.restore(values=False)
+        return res
+
+    # ------------------------------------------------------------------ per-launch gradcheck_tape
+    def _gradcheck(self, tape) -> dict[str, Any]:
+        import warp.autograd
+
+        checked: list[dict[str, Any]] = []
+        skipped: list[dict[str, Any]] = []
+        seen: set[tuple] = set()
+        t0 = time.monotonic()
+        for j, e in enumerate(tape.launches):
+            if not isinstance(e, list):
+                skipped.append({"index": j, "reason": "a copy/clone or record_func callable (gradcheck_tape skips these "
+                                                      "silently)"})
+                continue
+            kernel, outputs = e[0], e[4]
+            caller = (e[7] or {}).get("caller", {}) if len(e) > 7 and isinstance(e[7], dict) else {}
+            key = (kernel.key, caller.get("file"), caller.get("lineno"))
+            if key in seen:
+                continue
+            seen.add(key)
+            enabled, by = backward_state(kernel)
+            if not enabled:
+                skipped.append({"index": j, "kernel": kernel.key, "reason": f"backward disabled ({by} option "
+                                "enable_backward=False); gradcheck_tape skips it silently"})
+                continue
+            if not outputs:
+                skipped.append({"index": j, "kernel": kernel.key, "reason": "launched with no outputs= (everything "
+                                "passed as inputs=): gradcheck_tape raises on it even with raise_exception=False"})
+                continue
+            if len(checked) >= self.max_launches or time.monotonic() - t0 > self.budget_s:
+                skipped.append({"index": j, "kernel": kernel.key, "reason": "check budget reached"})
+                continue
+            ins, outs = _entry_arrays(e)
+            per_var = self.max_per_var
+            if any(wp._src.types.type_size(a.dtype) > 1 for a in ins + outs):
+                # Measured on 1.19: with vector/matrix dtypes, max_inputs_per_var leaves NaN in the FD Jacobian
+                # and the check FAILs spuriously, so these are checked in full or not at all.
+                biggest = max(a.size * wp._src.types.type_size(a.dtype) for a in ins + outs)
+                if biggest > MAX_FULL_SCALARS:
+                    skipped.append({"index": j, "kernel": kernel.key, "reason": (
+                        f"vector/matrix arrays of {biggest} scalars: too large to check in full, and Warp's "
+                        "max_inputs_per_var gives NaN finite differences for such dtypes")})
+                    continue
+                per_var = -1
+            checked.append(self._check_one(j, e, warp.autograd, per_var))
+        return {"checked": checked, "skipped": skipped}
+
+    def _check_one(self, j: int, e: list, autograd, per_var: int) -> dict[str, Any]:
+        kernel = e[0]
+        ins, outs = _entry_arrays(e)
+        f64 = all("64" in str(getattr(a.dtype, "__name__", a.dtype)) for a in ins + outs if a.dtype is not None)
+        eps, atol, rtol = (1e-6, 1e-5, 1e-4) if f64 else (1e-3, 1e-2, 5e-2)
+        snap = _Snapshot(ins + outs)
+        # float32 central differences carry rounding error ~ |value| * 2^-23 / eps: a "failure" inside that band
+        # is noise (warp-facts §4.2), not a wrong adjoint.
+        mags = [float(np.max(np.abs(v.astype(np.float64)))) for _, v, _, _ in snap.items
+                if v is not None and v.size and v.dtype.kind == "f"]
+        noise = 0.0 if f64 else 4.0 * 1.2e-7 * max(mags, default=0.0) / eps
+        rec: dict[str, Any] = {"index": j, "kernel": kernel.key, "eps": eps, "atol": atol, "rtol": rtol, "rows": []}
+        bad_in = [a for a in ins if not _finite(a)]
+        if bad_in:
+            rec["status"] = "nan_inputs"
+            rec["reason"] = ("its inputs already hold NaN/inf values after the forward pass, so neither AD nor FD is "
+                             "meaningful here: see the forward NaN origin (an earlier update may have diverged; "
+                             "inspect iteration 0)")
+            return rec
+        def run(step: float) -> tuple[bool, list[dict[str, Any]]]:
+            out = io.StringIO()
+            with _quiet_harness(), contextlib.redirect_stdout(out):
+                one = wp.Tape()
+                one.launches = [e]
+                passed = autograd.gradcheck_tape(one, eps=step, atol=atol, rtol=rtol, raise_exception=False,
+                                                 max_inputs_per_var=per_var, max_outputs_per_var=per_var,
+                                                 show_summary=True)
+                one.launches = []
+            snap.restore()  # the kernel form runs the launch on the live arrays
+            return passed, _parse_table(out.getvalue())
+
+        try:
+            ok, rec["rows"] = run(eps)
+            if not ok and not f64 and rec["rows"] and not any(r["pass"] == "NaN" for r in rec["rows"]):
+                # float32: a wrong adjoint fails at every step size; rounding noise shrinks with a larger one.
+                rec["eps_retry"] = eps * 10.0
+                rec["passed_at_larger_eps"] = run(eps * 10.0)[0]
+            if not rec["rows"]:
+                rec["status"] = "vacuous"
+                structs = [v for v in list(e[3]) + list(e[4]) if hasattr(v, "_cls")]
+                rec["reason"] = ("arrays passed inside a wp.struct are not checked by gradcheck, " if structs else "") + (
+                    "no input/output pair with requires_grad=True was checked: gradcheck passes without checking "
+                    "anything")
+            elif any(r["pass"] == "NaN" for r in rec["rows"]):
+                rec["status"] = "nan"
+            elif ok:
+                rec["status"] = "passed"
+            elif rec.get("passed_at_larger_eps"):
+                rec["status"] = "inconclusive"
+                rec["reason"] = (f"fails at eps {eps:g} but passes at eps {eps * 10:g}: float32 finite-difference "
+                                 "rounding, not a wrong adjoint; check in float64 to be sure")
+            elif all(r["pass"] == "PASS" or r["max_abs_error"] <= 10.0 * noise for r in rec["rows"]):
+                rec["status"] = "inconclusive"
+                rec["reason"] = (f"the mismatches are within float32 finite-difference noise (values up to "
+                                 f"{max(mags, default=0.0):.3g}, eps {eps:g}: about {noise:.3g} absolute); check in "
+                                 "float64 or on smaller values")
+            else:
+                rec["status"] = "failed"
+            rec["fd_noise"] = noise
+        except Exception as ex:  # noqa: BLE001 - Warp's autograd raises anything; it is the finding
+            rec["status"], rec["reason"] = "error", f"{type(ex).__name__}: {ex}"[:300]
+            snap.restore()
+        return rec
+
+
+def _parse_table(text: str) -> list[dict[str, Any]]:
+    rows = []
+    for line in _ANSI.sub("", text).splitlines():
+        cells = [c.strip() for c in line.split(" | ")]
+        if len(cells) < 7 or cells[0] == "Input":
+            continue
+        cells[-1] = cells[-1].rstrip("|").strip()
+        try:
+            rows.append({"input": cells[0], "output": cells[1], "max_abs_error": float(cells[2].split(" at ")[0]),
+                         "ad": float(cells[3]), "fd": float(cells[4]), "max_rel_error": float(cells[5]),
+                         "pass": cells[6]})
+        except ValueError:
+            continue
+    return rows

@@ -1,0 +1,384 @@
+"""`inspect_tape`: list the tape recorded at the captured iteration and the gradient hazards it shows.
+
+The script runs under the harness in capture mode (the same iteration numbering gradcheck uses) with
+`TapeInspectListener`, which describes the tape at that iteration's `backward`; the hazards come from
+`warpgrad.tools.tape_hazards`. Unlike Warp's overwrite tracker, the read/write sets come from each
+kernel's source, so reads in the left operand of a binary op, `*=`/`/=` and arrays held in struct fields
+are seen, and array identity is by memory, so `ptr=` aliases and rebound names are seen too.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from warpgrad.tools.registry import ToolError, tool
+from warpgrad.tools.run_script import RunError, describe_run
+from warpgrad.tools.runner import run_harness
+from warpgrad.tools.tape_hazards import Hazard, hazards
+from warpgrad.tools.workspace import rel_path, resolve_path
+
+LISTENER = "warpgrad.tools.harness.tape_inspect:TapeInspectListener"
+LOCALIZE = "warpgrad.tools.harness.localize:LocalizeListener"
+MAX_LAUNCHES_SHOWN = 300
+
+
+class InspectTapeArgs(BaseModel):
+    script: str = Field(description="Workspace-relative path of the training script.")
+    args: list[str] = Field(default_factory=list, description="Command-line arguments passed to the script (sys.argv[1:]).")
+    iteration: int | None = Field(None, ge=0, description="Training iteration whose tape to inspect (0-based, as in "
+                                  "gradcheck). Default: the second where there is one.")
+    launches: bool = Field(True, description="Include the launch list (set False for hazards only).")
+    gradcheck_launches: bool = Field(False, description="Also run warp.autograd.gradcheck_tape on each distinct kernel "
+                                     "launch of the tape (guarded: launches it cannot check are listed with the reason). "
+                                     "Costs 2 launches per checked input element (capped at 16 per array).")
+    nan_origin: bool = Field(True, description="If any adjoint on the tape is NaN/inf after backward, replay the backward "
+                             "launch by launch and report the first launch whose adjoints turn non-finite.")
+    timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit of the run.")
+    device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU.")
+
+
+class ArrayUse(BaseModel):
+    """One array a launch passes (an argument, or a field of a struct argument)."""
+
+    arg: str = Field(description="Kernel argument name.")
+    field: str | None = Field(None, description="Struct field path when the array is held in a struct argument.")
+    array: str = Field(description="Array id within this result (same id = same Python object).")
+    name: str | None = Field(None, description="The user's variable name at the launch, where found.")
+    shape: list[int] = []
+    dtype: str = ""
+    requires_grad: bool = False
+    retain_grad: bool = False
+    ptr: int | None = None
+    read: bool = False
+    written: bool = False
+    accumulate_only: bool = False
+    inplace: bool = False
+    changed_since_launch: bool | None = Field(None, description="Its values differ at backward from those this launch "
+                                              "read (None: not fingerprinted).")
+
+
+class TapeLaunch(BaseModel):
+    index: int
+    type: Literal["kernel", "copy", "func"]
+    kernel: str | None = None
+    file: str | None = None
+    line: int | None = None
+    func: str | None = None
+    dim: list[Any] = []
+    kernel_def: str | None = None
+    backward_enabled: bool = True
+    backward_disabled_by: Literal["kernel", "module"] | None = None
+    recorded_iteration: int | None = None
+    access_source: str | None = Field(None, description="'ast' when reads/writes come from the kernel's source.")
+    arrays: list[ArrayUse] = []
+
+
+class UntapedWrite(BaseModel):
+    kind: Literal["launch", "copy"]
+    kernel: str | None = None
+    file: str | None = None
+    line: int | None = None
+    arrays: list[str] = []
+    why: str = ""
+    after_launch: int | None = None
+
+
+class GradcheckRow(BaseModel):
+    input: str
+    output: str
+    max_abs_error: float
+    max_rel_error: float
+    ad: float = Field(description="Autodiff Jacobian entry at the max abs error.")
+    fd: float = Field(description="Finite-difference Jacobian entry at the max abs error.")
+    passed: str = Field(description="PASS, FAIL or NaN, as warp prints it.")
+
+
+class LaunchCheck(BaseModel):
+    """warp.autograd.gradcheck_tape on one recorded launch, in isolation, at the arrays' values after the forward."""
+
+    index: int
+    kernel: str
+    file: str | None = None
+    line: int | None = None
+    status: Literal["passed", "failed", "nan", "nan_inputs", "vacuous", "inconclusive", "error"] = Field(
+        description="nan: the adjoint is NaN/inf at finite inputs; nan_inputs: the inputs are already non-finite; "
+                    "inconclusive: it failed only within float32 finite-difference noise.")
+    fd_noise: float | None = Field(None, description="Estimated absolute FD rounding error (float32).")
+    passed: bool | None = Field(None, description="True: passed; False: failed or NaN adjoint; None: could not "
+                                "tell (vacuous, inconclusive, error).")
+    reason: str = ""
+    eps: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    rows: list[GradcheckRow] = []
+
+
+class SkippedLaunch(BaseModel):
+    index: int
+    kernel: str | None = None
+    file: str | None = None
+    line: int | None = None
+    reason: str
+
+
+class NanOrigin(BaseModel):
+    """Where non-finite values first appear."""
+
+    nonfinite_adjoints: bool = Field(description="Some gradient on the tape was NaN/inf after backward.")
+    index: int | None = Field(None, description="The first launch, in backward order, whose input adjoints turned "
+                              "non-finite (None when none did on replay, or nothing was non-finite).")
+    kernel: str | None = None
+    file: str | None = Field(None, description="Its forward call site.")
+    line: int | None = None
+    arrays: list[str] = Field(default_factory=list, description="The arrays whose adjoints turned non-finite there.")
+    output_adjoints_finite: bool | None = Field(None, description="True: the launch itself produced the non-finite "
+                                                "adjoint from finite incoming ones.")
+    forward_index: int | None = Field(None, description="The first forward launch that wrote a non-finite value.")
+    forward_kernel: str | None = None
+    forward_file: str | None = None
+    forward_line: int | None = None
+    forward_arrays: list[str] = []
+    nonfinite_before_backward: list[str] = Field(default_factory=list, description="Arrays whose gradient was already "
+                                                 "NaN/inf before this backward (accumulated, never zeroed).")
+
+
+class TapeDescription(BaseModel):
+    iteration: int | None = None
+    backward_index: int | None = None
+    n_launches: int = 0
+    loss: list[str] = Field(default_factory=list, description="Names of the arrays seeded in backward.")
+    seed: str = ""
+    launches: list[TapeLaunch] = []
+    untaped_writes: list[UntapedWrite] = []
+    truncated: bool = False
+    gradcheck: list[LaunchCheck] = Field(default_factory=list, description="Per-launch gradcheck_tape results.")
+    gradcheck_skipped: list[SkippedLaunch] = Field(default_factory=list, description="Launches gradcheck_tape could "
+                                                   "not check, with why (it would skip or crash on them silently).")
+    nan_origin: NanOrigin | None = None
+    localize_error: str | None = None
+
+
+class InspectTapeResult(BaseModel):
+    ok: bool = Field(description="A tape was recorded and described (False: see `reason`/`error`).")
+    reason: str = ""
+    error: RunError | None = None
+    hazards: list[Hazard] = Field(default_factory=list, description="Most severe first.")
+    tapes: list[TapeDescription] = Field(default_factory=list, description="The tapes whose backward ran in the iteration.")
+    iteration: int | None = None
+    scheme: str | None = None
+    notes: list[str] = []
+    script: str = ""
+    args: list[str] = []
+    files: dict[str, str] = {}
+    device: str = ""
+    warp_version: str = ""
+    wall_s: float = 0.0
+
+
+def _rel(workspace: Path, file: str | None) -> str | None:
+    if not file:
+        return file
+    try:
+        return rel_path(workspace, Path(file))
+    except (ValueError, OSError):
+        return file
+
+
+def _relativize(workspace: Path, desc: dict[str, Any]) -> None:
+    """Workspace-relative paths everywhere in a raw description (in place)."""
+    for d in desc.get("launches", []):
+        s = d.get("site") or {}
+        if s.get("file"):
+            s["file"] = _rel(workspace, s["file"])
+        kd = d.get("kernel_def")
+        if kd:
+            f, _, ln = kd.rpartition(":")
+            d["kernel_def"] = f"{_rel(workspace, f)}:{ln}"
+    for u in desc.get("untaped_writes", []):
+        s = u.get("site") or {}
+        if s.get("file"):
+            s["file"] = _rel(workspace, s["file"])
+
+
+def _tape_model(desc: dict[str, Any], with_launches: bool) -> TapeDescription:
+    arrays = desc.get("arrays", {})
+    names = {k: (a.get("name") or k) for k, a in arrays.items()}
+    launches = []
+    for d in desc.get("launches", [])[:MAX_LAUNCHES_SHOWN] if with_launches else []:
+        s = d.get("site") or {}
+        uses = []
+        for e in d["arrays"]:
+            a = arrays.get(e["array"], {})
+            uses.append(ArrayUse(arg=e["arg"], field=e.get("field"), array=e["array"], name=e.get("user_name") or a.get("name"),
+                                 shape=a.get("shape", []), dtype=a.get("dtype", ""),
+                                 requires_grad=bool(a.get("requires_grad")), retain_grad=bool(a.get("retain_grad")),
+                                 ptr=a.get("ptr"), read=e["read"], written=e["written"],
+                                 accumulate_only=bool(e.get("accumulate_only")), inplace=bool(e.get("inplace")),
+                                 changed_since_launch=e.get("changed_since_launch")))
+        launches.append(TapeLaunch(index=d["index"], type=d["type"], kernel=d.get("kernel"), file=s.get("file"),
+                                   line=s.get("line"), func=s.get("func"), dim=d.get("dim", []),
+                                   kernel_def=d.get("kernel_def"), backward_enabled=d.get("backward_enabled", True),
+                                   backward_disabled_by=d.get("backward_disabled_by"),
+                                   recorded_iteration=d.get("recorded_iteration"), access_source=d.get("access_source"),
+                                   arrays=uses))
+    untaped = []
+    for u in desc.get("untaped_writes", [])[:50]:
+        s = u.get("site") or {}
+        untaped.append(UntapedWrite(kind=u["kind"], kernel=u.get("kernel"), file=s.get("file"), line=s.get("line"),
+                                    arrays=[names.get(a, a) for a in u.get("arrays", [])], why=u.get("why", ""),
+                                    after_launch=u.get("after_launch")))
+    td = TapeDescription(iteration=desc.get("iteration"), backward_index=desc.get("backward_index"),
+                         n_launches=desc.get("n_launches", 0), loss=[names.get(a, a) for a in desc.get("loss", [])],
+                         seed=desc.get("seed", ""), launches=launches, untaped_writes=untaped,
+                         truncated=bool(desc.get("truncated")) or len(desc.get("launches", [])) > MAX_LAUNCHES_SHOWN)
+    _localization(td, desc, names)
+    return td
+
+
+def _localization(td: TapeDescription, desc: dict[str, Any], names: dict[str, str]) -> None:
+    loc = desc.get("localize") or {}
+    by_index = {d["index"]: d for d in desc.get("launches", [])}
+
+    def site(j: int | None) -> tuple[str | None, int | None, str | None]:
+        d = by_index.get(j) if j is not None else None
+        if d is None:
+            return None, None, None
+        s = d.get("site") or {}
+        return s.get("file"), s.get("line"), d.get("kernel")
+
+    td.localize_error = loc.get("error")
+    gc = loc.get("gradcheck") or {}
+    for c in gc.get("checked", []):
+        file, line, _ = site(c["index"])
+        td.gradcheck.append(LaunchCheck(
+            index=c["index"], kernel=c["kernel"], file=file, line=line, status=c.get("status", "error"),
+            reason=c.get("reason", ""), eps=c.get("eps"), atol=c.get("atol"), rtol=c.get("rtol"),
+            fd_noise=c.get("fd_noise"),
+            passed={"passed": True, "failed": False, "nan": False}.get(c.get("status", "error")),
+            rows=[GradcheckRow(input=r["input"], output=r["output"], max_abs_error=r["max_abs_error"],
+                               max_rel_error=r["max_rel_error"], ad=r["ad"], fd=r["fd"], passed=r["pass"])
+                  for r in c.get("rows", [])]))
+    for s in gc.get("skipped", []):
+        file, line, kernel = site(s["index"])
+        td.gradcheck_skipped.append(SkippedLaunch(index=s["index"], kernel=s.get("kernel") or kernel, file=file,
+                                                  line=line, reason=s["reason"]))
+    nan = loc.get("nan")
+    if nan:
+        o, f = nan.get("origin") or {}, nan.get("forward_origin") or {}
+        file, line, kernel = site(o.get("index"))
+        ffile, fline, fkernel = site(f.get("index"))
+        td.nan_origin = NanOrigin(
+            nonfinite_adjoints=bool(nan.get("nonfinite_adjoints")), index=o.get("index"), kernel=kernel, file=file,
+            line=line, arrays=[names.get(a, a) for a in o.get("arrays", [])],
+            output_adjoints_finite=o.get("output_adjoints_finite"), forward_index=f.get("index"),
+            forward_kernel=fkernel, forward_file=ffile, forward_line=fline,
+            forward_arrays=[names.get(a, a) for a in f.get("arrays", [])],
+            nonfinite_before_backward=[names.get(a, a) for a in nan.get("nonfinite_before_backward", [])])
+
+
+def inspect(workspace: Path, script: Path | str, args: list[str] | None = None, iteration: int | None = None, *,
+            timeout_s: float = 300.0, device: str | None = None, with_launches: bool = True, max_tapes: int = 4,
+            gradcheck_launches: bool = False, nan_origin: bool = True, extra_listeners: list[str] | None = None,
+            extra_config: dict[str, Any] | None = None) -> InspectTapeResult:
+    """Run `script` in capture mode with the tape inspector and return the tape and its hazards.
+
+    Args:
+        workspace: Workspace root.
+        script: The entry script (absolute, or relative to the workspace).
+        args: sys.argv[1:] for the script.
+        iteration: Training iteration to inspect (None: capture's default, the second where there is one).
+        timeout_s: Wall-clock limit of the run.
+        device: "cpu" to force the CPU.
+        with_launches: Include the launch list in the result.
+        max_tapes: Describe at most this many tapes of the iteration (a backward per step makes many).
+        gradcheck_launches: Run guarded per-launch `gradcheck_tape` on each described tape.
+        nan_origin: Locate the first launch whose adjoints turn non-finite, when any do.
+        extra_listeners: More harness listeners for the same run (`module:Class`).
+        extra_config: More harness config keys (read by those listeners).
+
+    Returns:
+        An InspectTapeResult; a script that fails gives `ok=False` with a structured `error`, never an exception.
+    """
+    workspace = Path(workspace).resolve()
+    script = Path(script)
+    script = script if script.is_absolute() else workspace / script
+    args = list(args or [])
+    tmp = Path(tempfile.mkdtemp(prefix="warpgrad-tape-"))
+    try:
+        cfg: dict[str, Any] = {"mode": "capture", "workspace": str(workspace), "script": str(script), "args": args,
+                               "device": device, "outdir": str(tmp), "capture": {"iteration": iteration},
+                               "listeners": [LISTENER, *(extra_listeners or [])], "tape_inspect": {"max_tapes": max_tapes},
+                               **(extra_config or {})}
+        if gradcheck_launches or nan_origin:
+            cfg["listeners"].insert(1, LOCALIZE)
+            cfg["localize"] = {"gradcheck": gradcheck_launches, "nan": nan_origin, **cfg.get("localize", {})}
+        out = run_harness(cfg, cwd=workspace, timeout_s=timeout_s, device=device)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return describe_inspection(out.process, out.data, workspace, script, args, with_launches=with_launches)
+
+
+def describe_inspection(proc, data: dict | None, workspace: Path, script: Path, args: list[str], *,
+                        with_launches: bool = True) -> InspectTapeResult:
+    """Turn a harness outcome with the tape inspector into an InspectTapeResult."""
+    run = describe_run(proc, data, workspace, script, args)
+    data = data or {}
+    try:
+        rel = rel_path(workspace, script)
+    except ValueError:
+        rel = str(script)
+    res = InspectTapeResult(ok=False, script=rel, args=args, files=data.get("files", {}), device=data.get("device", ""),
+                            warp_version=data.get("warp_version", ""), wall_s=proc.wall_s, error=run.error)
+    ti = data.get("tape_inspect") or {}
+    if ti.get("listener_error"):
+        res.reason = f"the tape inspector failed: {ti['listener_error']}"
+        return res
+    res.iteration, res.scheme = ti.get("iteration"), ti.get("scheme")
+    res.notes = list(ti.get("notes", []))
+    loc = data.get("localize") or {}
+    if loc.get("broken") or loc.get("listener_error"):
+        res.notes.append(f"localization stopped after an internal error ({loc.get('broken') or loc['listener_error']})")
+    tapes = ti.get("tapes", [])
+    if run.error is not None and not tapes:
+        res.reason = f"the script does not run: {run.error.message}"
+        return res
+    if run.error is not None:
+        res.notes.append(f"the script failed after the inspected tape's backward: {run.error.message}")
+    if not tapes:
+        res.reason = ("no tape.backward() ran" + (f" in iteration {res.iteration}" if res.iteration is not None else "")
+                      + ": nothing to inspect (is the backward pass behind a flag or in another script?)")
+        return res
+    all_h: list[Hazard] = []
+    for k, desc in enumerate(tapes):
+        _relativize(workspace, desc)
+        hs = hazards(desc)
+        for h in hs:
+            h.tape = k
+        all_h.extend(hs)
+        res.tapes.append(_tape_model(desc, with_launches))
+    if ti.get("tapes_in_iteration", 0) > len(tapes):
+        res.notes.append(f"{ti['tapes_in_iteration']} tapes ran backward in the iteration; the first {len(tapes)} are "
+                         "described (backward per step: see WG004)")
+    order = {"error": 0, "warning": 1, "info": 2}
+    res.hazards = sorted(all_h, key=lambda h: order[h.severity])
+    res.ok = True
+    return res
+
+
+@tool(args=InspectTapeArgs, result=InspectTapeResult, long_running=True)
+def inspect_tape(args: InspectTapeArgs, workspace: Path) -> InspectTapeResult:
+    """List the tape recorded at a training iteration (every launch with kernel, call site, dim, and its
+    arrays: shape, dtype, requires_grad, retain_grad, which the kernel reads and writes from its source) and
+    the gradient hazards it shows, with evidence: write-after-read across launches (struct fields and
+    memory aliases included, where Warp's tracker is blind), arrays changed between recording and backward,
+    launches that do not feed the loss or are recorded twice, a gradient chain cut by requires_grad=False or
+    enable_backward=False, retain_grad on an array written twice, copies on the tape."""
+    script = resolve_path(workspace, args.script)
+    if not script.is_file():
+        raise ToolError(f"{args.script} does not exist: give a workspace-relative path of a .py file")
+    return inspect(workspace, script, args.args, args.iteration, timeout_s=args.timeout_s, device=args.device,
+                   with_launches=args.launches, gradcheck_launches=args.gradcheck_launches, nan_origin=args.nan_origin)

@@ -129,10 +129,10 @@ def test_a_buggy_program_gives_one_record_per_overwrite_at_the_users_lines(runs)
     assert r.ok and not r.clean, r.error
     lines = srcs["bug"].splitlines()
     by_kind = {rec.kind: rec for rec in r.records}
-    assert set(by_kind) == {"within_kernel", "across_launches", "copy"}
-    within = by_kind["within_kernel"]
-    assert (within.kernel, within.argument, within.file) == ("negate", "a", "bug.py")
-    assert lines[within.line - 1].strip() == "a[i] = -a[i]"
+    # `negate` overwrites its argument in place but is never launched on a tape: its backward never runs,
+    # so its codegen warning is set aside (tests/test_tracker_relevance.py covers a taped one).
+    assert set(by_kind) == {"across_launches", "copy"}
+    assert any("negate" in n for n in r.notes)
     across = by_kind["across_launches"]
     assert (across.kernel, across.argument, across.array, across.file) == ("fill", "a", "a", "bug.py")
     assert lines[across.line - 1].strip() == "wp.launch(fill, 3, inputs=[a])"

@@ -128,6 +128,22 @@ def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, arg
         if r.kernel_def:
             f, _, ln = r.kernel_def.rpartition(":")
             r.kernel_def = f"{_rel(workspace, f)}:{ln}"
+    # A codegen (within-kernel) warning fires for every kernel of a module when it is built, launched or not.
+    # It only corrupts gradients when that kernel's backward replays: a kernel launched on a tape. Warp's own
+    # kernels (the optimizers' in-place updates, outside any tape) are not the user's overwrite either.
+    taped_kernels = set(lst.get("taped_kernels", [])) if "taped_kernels" in lst else None
+    kept, dropped_kernels = [], []
+    for r in records:
+        foreign = r.kind == "within_kernel" and r.file is not None and Path(r.file).is_absolute()
+        untaped = r.kind == "within_kernel" and taped_kernels is not None and r.kernel not in taped_kernels
+        if foreign or untaped:
+            dropped_kernels.append(r.kernel or "?")
+        else:
+            kept.append(r)
+    if dropped_kernels:
+        notes.append("ignored in-kernel overwrite warnings of kernels never launched on a tape (their backward never "
+                     f"runs) or outside the workspace: {', '.join(sorted(set(dropped_kernels)))}")
+    records = kept
     if lst.get("dropped"):
         notes.append(f"{lst['dropped']} further distinct warnings were dropped (limit reached)")
     other = [f"{o['message']}" + (f" (×{o['count']})" if o["count"] > 1 else "") for o in lst.get("other_warnings", [])]

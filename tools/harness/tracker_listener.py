@@ -45,6 +45,7 @@ class TrackerListener(hooks.Listener):
         self.other: dict[str, int] = {}
         self.last_reader: dict[int, dict[str, Any]] = {}
         self.taped_launches = 0
+        self.taped_kernels: set[str] = set()
         self.taped_copies = 0
         self.backward_calls = 0
         self.dropped = 0
@@ -139,6 +140,7 @@ class TrackerListener(hooks.Listener):
                                     for a in call.kernel.adj.args)
         if call.taped:
             self.taped_launches += 1
+            self.taped_kernels.add(call.kernel.key)
             self._note_reads(call)
 
     @_safe
@@ -177,6 +179,7 @@ class TrackerListener(hooks.Listener):
             "records": [r.model_dump() for r in self.records.values()],
             "other_warnings": [{"message": m, "count": c} for m, c in self.other.items()][:50],
             "taped_launches": self.taped_launches,
+            "taped_kernels": sorted(self.taped_kernels),
             "taped_copies": self.taped_copies,
             "backward_calls": self.backward_calls,
             "dropped": self.dropped,

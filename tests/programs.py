@@ -169,6 +169,30 @@ for it in range(ITERS):
     v.grad.zero_()
     print(f"iter {it} loss {total:.6f}")
 """,
+    "truncation_host_sum": '''
+def horizon_gradient(v, losses):
+    x = wp.zeros(N, dtype=float, requires_grad=True)
+    g = np.zeros(N, dtype=np.float32)
+    for s in range(STEPS):
+        x_next = wp.zeros(N, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(step, N, inputs=[x, v, x_next, 0.1])
+            wp.launch(loss_k, N, inputs=[x_next, target], outputs=[losses[s]])
+        tape.backward(grads={losses[s]: wp.ones(1, dtype=float)})
+        g += v.grad.numpy()
+        tape.zero()
+        x = x_next
+    return g
+
+
+v = wp.array(init_v(), dtype=float, requires_grad=True)
+for it in range(ITERS):
+    losses = [wp.zeros(1, dtype=float, requires_grad=True) for _ in range(STEPS)]
+    g = horizon_gradient(v, losses)
+    v.assign(v.numpy() - 0.05 * g)
+    print(f"iter {it} loss {sum(float(l.numpy()[0]) for l in losses):.6f}")
+''',
     "mean_seeded_as_sum": """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 opt = warp.optim.SGD([v], lr=0.05)

@@ -33,6 +33,7 @@ def checked(tmp_path_factory, variant: str):
         ("no_requires_grad", False, "zero"),
         ("pingpong", False, "subtly_wrong"),
         ("truncation", False, "truncation"),
+        ("truncation_host_sum", False, "truncation"),
         ("nan_sqrt", False, "nan_inf"),
         ("stochastic", None, "inconclusive"),
         ("cancellation", None, "inconclusive"),

@@ -68,6 +68,7 @@ class SweepPoint(BaseModel):
     fd: float
     ad: float
     rounding_band: float
+    magnitude: float = Field(0.0, description="sum |grad_i dv_i| / 2t: the size of the terms AD·v adds up")
 
 
 class ElementCheck(BaseModel):
@@ -107,15 +108,18 @@ def _pair(d: dict[str, np.ndarray], t: float) -> list[dict[str, np.ndarray]]:
     return [{k: t * v for k, v in d.items()}, {k: -t * v for k, v in d.items()}]
 
 
-def _ad(params: list[Param], plus: Evaluation, minus: Evaluation, pert: tuple[dict, dict], t: float) -> float:
-    total = 0.0
+def _ad(params: list[Param], plus: Evaluation, minus: Evaluation, pert: tuple[dict, dict], t: float) -> tuple[float, float]:
+    """AD·v and the magnitude of its terms, sum |grad_i · dv_i| (the scale rounding and truncation act on)."""
+    total, mag = 0.0, 0.0
     for p in params:
         ap = (plus.applied or {}).get(p.key, pert[0].get(p.key))
         am = (minus.applied or {}).get(p.key, pert[1].get(p.key))
         if ap is None or am is None:
             continue
-        total += float(np.sum(p.grad * (np.asarray(ap).reshape(p.grad.shape) - np.asarray(am).reshape(p.grad.shape))))
-    return total / (2 * t)
+        terms = p.grad * (np.asarray(ap).reshape(p.grad.shape) - np.asarray(am).reshape(p.grad.shape))
+        total += float(np.sum(terms))
+        mag += float(np.sum(np.abs(terms)))
+    return total / (2 * t), mag / (2 * t)
 
 
 @dataclass
@@ -139,12 +143,12 @@ class FDEngine:
         mag = max([abs(self.base_objective), *[abs(o) for o in objs]])
         return ROUNDING_ULPS * self.unit_roundoff * mag
 
-    def _point(self, d, t, plus: Evaluation, minus: Evaluation) -> tuple[float, float, float]:
+    def _point(self, d, t, plus: Evaluation, minus: Evaluation) -> tuple[float, float, float, float]:
         pert = _pair(d, t)
         fd = (plus.objective - minus.objective) / (2 * t)
-        ad = _ad(self.params, plus, minus, (pert[0], pert[1]), t)
+        ad, mag = _ad(self.params, plus, minus, (pert[0], pert[1]), t)
         rb = self._rounding(plus.objective, minus.objective) / t
-        return fd, ad, rb
+        return fd, ad, rb, mag
 
     def check(self, per_param: bool = True, elements: int = 0) -> FDReport:
         dirs = directions(self.params, self.n_directions, self.seed)
@@ -156,8 +160,8 @@ class FDEngine:
             return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {err}", evaluations=self.evaluations)
         sweep = []
         for i, t in enumerate(self.steps):
-            fd, ad, rb = self._point(d0, t, evs[2 * i], evs[2 * i + 1])
-            sweep.append(SweepPoint(step=t, fd=fd, ad=ad, rounding_band=rb))
+            fd, ad, rb, mag = self._point(d0, t, evs[2 * i], evs[2 * i + 1])
+            sweep.append(SweepPoint(step=t, fd=fd, ad=ad, rounding_band=rb, magnitude=mag))
         if not all(np.isfinite(s.fd) for s in sweep):
             return FDReport(verdict="inconclusive", reason="the objective is not finite near the parameters",
                             sweep=sweep, evaluations=self.evaluations)
@@ -179,6 +183,15 @@ class FDEngine:
                         "measure float32 cancellation, not the gradient. Reduce the objective's magnitude "
                         "(subtract a constant, normalise) or compute it in float64."),
             )
+        if not any(moved[1:]):
+            return FDReport(
+                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
+                reason=("the objective does not move at all at the small steps (FD exactly 0 at "
+                        f"{', '.join(f'{s.step:g}' for s in sweep[1:])}) while AD·v = {sweep[-1].ad:.4g}: a piecewise-"
+                        "constant forward (a floor, a cell index, a threshold) or a perturbation below the objective's "
+                        "float resolution; FD cannot judge the gradient here, and a surrogate gradient (straight-through) "
+                        "looks exactly like this"),
+            )
         diffs = [(abs(a.fd - b.fd), i) for i, (a, b) in enumerate(zip(sweep, sweep[1:]))]
         d_min, i_min = min(diffs)
         best = sweep[i_min]
@@ -191,9 +204,11 @@ class FDEngine:
                         "kinked) or chaotic objective; FD cannot judge the gradient here"),
             )
         t = self._step = best.step
-        trunc_rel = d_min / max(abs(best.fd), 1e-300)
+        # Truncation error relative to the size of the terms, not to their sum: a direction along which the
+        # terms cancel has a small FD·v but no smaller an error.
+        trunc_rel = d_min / max(abs(best.fd), best.magnitude, 1e-300)
         band0 = d_min + best.rounding_band
-        checks = [self._direction_check(0, "all", best.fd, best.ad, band0)]
+        checks = [self._direction_check(0, "all", best.fd, best.ad, band0, best.magnitude)]
         if len(dirs) > 1:
             batch = [x for d in dirs[1:] for x in _pair(d, t)]
             evs = self._run(batch)
@@ -202,8 +217,8 @@ class FDEngine:
                 return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {err}", sweep=sweep,
                                 evaluations=self.evaluations)
             for k, d in enumerate(dirs[1:], start=1):
-                fd, ad, rb = self._point(d, t, evs[2 * k - 2], evs[2 * k - 1])
-                checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * abs(fd)))
+                fd, ad, rb, mag = self._point(d, t, evs[2 * k - 2], evs[2 * k - 1])
+                checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
         report = FDReport(verdict="agree" if all(c.agree for c in checks) else "disagree", step=t,
                           noise_band=band0, sweep=sweep, directions=checks)
         ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
@@ -218,8 +233,8 @@ class FDEngine:
         report.evaluations = self.evaluations
         return report
 
-    def _direction_check(self, k: int, scope: str, fd: float, ad: float, band: float) -> DirectionCheck:
-        tol = 3 * band + REL_SLACK * max(abs(fd), abs(ad))
+    def _direction_check(self, k: int, scope: str, fd: float, ad: float, band: float, mag: float = 0.0) -> DirectionCheck:
+        tol = 3 * band + REL_SLACK * max(abs(fd), abs(ad), mag)
         agree = bool(np.isfinite(ad) and abs(ad - fd) <= tol)
         ratio = ad / fd if abs(fd) > 3 * band and fd != 0 else None
         return DirectionCheck(direction=k, scope=scope, step=self._step, ad=ad, fd=fd, band=band, ratio=ratio, agree=agree)
@@ -236,8 +251,8 @@ class FDEngine:
             plus, minus = evs[2 * j], evs[2 * j + 1]
             if plus.error or minus.error:
                 continue
-            fd, ad, rb = self._point({p.key: d0[p.key]}, t, plus, minus)
-            out.append(self._direction_check(0, p.name, fd, ad, rb + trunc_rel * abs(fd)))
+            fd, ad, rb, mag = self._point({p.key: d0[p.key]}, t, plus, minus)
+            out.append(self._direction_check(0, p.name, fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
         return out
 
     def _elements(self, t, trunc_rel, limit, per_param) -> list[ElementCheck]:
@@ -261,8 +276,8 @@ class FDEngine:
                     continue
                 e = np.zeros_like(flat_grad)
                 e[idx] = p.scale
-                fd, ad, rb = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
-                band = rb + trunc_rel * abs(fd)
+                fd, ad, rb, mag = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
+                band = rb + trunc_rel * max(abs(fd), mag)
                 agree = bool(abs(ad - fd) <= 3 * band + REL_SLACK * max(abs(fd), abs(ad)) + 1e-12)
                 out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.grad.shape)],
                                         ad=ad, fd=fd, agree=agree))
@@ -297,6 +312,10 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int, 
         return "correct", None, "AD matches FD within the noise band in every direction"
     if all(not np.any(g) for g in grads):
         return "zero", None, "the gradient the optimizer consumes is exactly zero, FD is not"
+    cut = [c.scope for c in report.per_param if not c.agree and c.ad == 0.0 and c.fd != 0.0]
+    if cut:
+        return "zero", None, (f"the gradient of {', '.join(cut)} is exactly zero while FD is not (the others may be "
+                              "wrong too: fix the cut chain first, then check again)")
     if backward_calls > 1:
         return "truncation", None, (f"{backward_calls} backward calls feed one update: each tape sees part of the horizon, "
                                     "so the summed per-window gradients miss the coupling between windows")

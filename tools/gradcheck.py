@@ -191,8 +191,8 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
             return _fail(res, f"iteration {cap.get('iteration')} consumed no gradient of a parameter that --param names"
                               if args.params else "no parameter gradient was consumed at the captured iteration")
         seeds_list = cap.get("objective_seeds") or []
-        if (cap.get("backward_calls") or 0) > 1 and any(not s.startswith("tape.backward(loss=") for s in seeds_list) \
-                and not args.objective:
+        hand_chain = [s for s in seeds_list if s.startswith("hand-seeded") or (s.startswith("grads=") and "0/1 seed" not in s)]
+        if (cap.get("backward_calls") or 0) > 1 and hand_chain and not args.objective:
             # Several tapes seeded by hand in one update is a hand-written backward (checkpointing):
             # the sum of their seeds is not an objective, so capture cannot say what was differentiated.
             return _fail(res, f"iteration {res.iteration} runs {cap['backward_calls']} backward passes seeded by hand "
@@ -324,7 +324,9 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
             res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
         if b is not None and b.error is not None:
             return _fail(res, f"the unperturbed rerun failed: {b.error}")
-        factor = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
+        factor, note = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
+        if note:
+            res.notes.append(note)
         if factor is not None:
             res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward")
         return _finish(res, report, fparams, cap, reported_factor=factor, t0=t0)
@@ -332,24 +334,38 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _reported_factor(stdout: str, seeded: list[float], objective_name: str | None) -> float | None:
-    """If the script prints c × the seeded loss (c ≠ 1) at every captured iteration, return c."""
+def _nice(c: float) -> bool:
+    """An integer or the reciprocal of one (2, 8, 1/64): the factor a sum/mean or duplicate mix-up leaves."""
+    for x in (c, 1.0 / c):
+        n = round(x)
+        if n >= 2 and abs(x - n) <= 1e-3 * n:
+            return True
+    return False
+
+
+def _reported_factor(stdout: str, seeded: list[float], objective_name: str | None) -> tuple[float | None, str | None]:
+    """(c, note): c when the script prints c × the seeded loss (c an integer or 1/integer) at every aligned
+    iteration; a note when it prints a different quantity the check did not difference."""
     if objective_name or not seeded:
-        return None
+        return None, None
     printed = [p.value for p in parse_losses(strip_warp_chatter(stdout))]
-    n = min(len(printed), len(seeded))
-    if n == 0:
-        return None
-    pairs = [(pv, sv) for pv, sv in zip(printed[:n], seeded[:n]) if sv != 0 and np.isfinite(pv) and np.isfinite(sv)]
-    if not pairs:
-        return None
-    ratios = [pv / sv for pv, sv in pairs]
-    c = float(np.mean(ratios))
-    consistent = all(abs(r - c) <= 1e-3 * abs(c) for r in ratios)
-    # Printed values are rounded (often to 4-6 digits): only a clearly different constant counts.
-    if consistent and abs(c - 1.0) > 1e-2 and c > 0:
-        return c
-    return None
+    if not printed:
+        return None, None
+    # Scripts print either before their update (the loss of this iteration) or after it (the next one's).
+    for offset in (0, 1):
+        pairs = [(pv, sv) for pv, sv in zip(printed, seeded[offset:]) if sv != 0 and np.isfinite(pv) and np.isfinite(sv)]
+        if not pairs:
+            continue
+        ratios = [pv / sv for pv, sv in pairs]
+        c = float(np.mean(ratios))
+        # Printed values are rounded (often to 4-6 digits): only a clearly different constant counts.
+        if all(abs(r - c) <= 1e-3 * abs(c) for r in ratios):
+            if abs(c - 1.0) <= 1e-3:
+                return None, None
+            if c > 0 and _nice(c):
+                return c, None
+    return None, ("the loss the script prints is not the loss seeded into backward; the check differenced the seeded "
+                  "one. If the printed quantity is the real objective, rerun with --objective VARIABLE")
 
 
 def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], cap: dict[str, Any], *,

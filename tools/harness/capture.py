@@ -174,6 +174,7 @@ class CaptureListener(hooks.Listener):
         self.it = 0  # consumption-scheme iteration
         self.bwd = 0  # backward-scheme iteration (index of the next backward call)
         self.phase = "forward"
+        self.update_seen = False  # an explicit update (optimizer step, update launch, assign) since the consumption
         self.consumed_any = False
         self.kernel_occ: dict[str, int] = {}
         self.copy_occ = 0
@@ -206,18 +207,50 @@ class CaptureListener(hooks.Listener):
         return table[i]
 
     def _forward_activity(self) -> None:
+        """New forward work. After a gradient was consumed it starts the next iteration, unless nothing was
+        updated: a script that reads the gradient after each per-step backward and sums it on the host
+        updates once per horizon, and those steps are one iteration (the truncation case)."""
         if self.phase == "consuming":
-            self.it += 1
-            self.phase = "forward"
-            self._on_new_iteration()
+            if self.update_seen or self._updated_in_place():
+                self._new_iteration()
+            else:
+                self.phase = "pending"  # resolved by the next use of a consumed parameter, or by backward
+                self.pending_uses = {}
         elif self.phase == "backward":
-            # backward-scheme iterations end at each backward; consume-scheme ones continue (tape per step)
-            self.phase = "forward_after_backward"
+            self.phase = "forward"
 
-    def _on_new_iteration(self) -> None:
-        if self.mode == "capture" and self.scheme == "consume" and self.it > self.record_until:
+    def _updated_in_place(self) -> bool:
+        rec = self.iters.get(self.it)
+        if rec is None:
+            return True
+        for oid, owner in rec.owners.items():
+            snap = rec.params[oid]["value"]
+            if snap.shape != _np(owner).shape or not np.array_equal(snap, _np(owner).astype(np.float64)):
+                return True
+        return not rec.owners  # nothing to compare: every consumption ends an iteration
+
+    def _resolve_pending(self, same_iteration: bool) -> None:
+        uses, self.pending_uses = self.pending_uses, {}
+        if same_iteration:
+            self.phase = "forward"
+        else:
+            self._new_iteration()  # a parameter rebuilt as a new array: the old one is never used again
+        rec = self._iter(self.iters, self.it)
+        if rec is not None:
+            for oid, role in uses.items():
+                rec.first_use.setdefault(oid, role)
+
+    def _new_iteration(self) -> None:
+        self.it += 1
+        self.phase = "forward"
+        self.update_seen = False
+        if self.scheme != "consume":
+            return
+        if self.mode == "capture" and self.it > self.record_until:
             self.stopped_at = f"start of iteration {self.it}"
             self.s.finish("completed")
+        if self.mode == "fd" and self.it > self.target:
+            self._fd_stop()
 
     # ---------------------------------------------------------------- roles and perturbation
     def _roles_of_launch(self, call: hooks.LaunchCall):
@@ -229,7 +262,15 @@ class CaptureListener(hooks.Listener):
                 yield f"launch:{key}:{occ}:{idx}{'.' + path if path else ''}", arr
 
     def _note_use(self, role: str, arr) -> None:
+        if self.phase == "pending":
+            rec = self.iters.get(self.it)
+            if rec is not None and id(arr) in rec.owners and rec.owners[id(arr)] is arr:
+                self._resolve_pending(same_iteration=True)  # the unchanged parameter is used again
+            else:
+                self.pending_uses.setdefault(id(arr), role)
         for table, i in ((self.iters, self.it), (self.bwd_iters, self.bwd)):
+            if table is self.iters and self.phase == "pending":
+                continue
             rec = self._iter(table, i)
             if rec is not None and id(arr) not in rec.first_use:
                 rec.first_use[id(arr)] = role
@@ -273,11 +314,15 @@ class CaptureListener(hooks.Listener):
                     if arr.requires_grad and id(arr) not in self.outputs_written:
                         self.leaf_candidates.setdefault(id(arr), arr)
         elif not call.in_optimizer:
+            rec = self.iters.get(self.it)
             for arg in call.args:
                 for _, arr in hooks.iter_arrays(arg):
                     owner = self._owner_of_grad(arr)
                     if owner is not None:
                         self._consume(owner, arr, "a launch outside the tape reads its .grad")
+                        self.update_seen = self.update_seen or self.phase == "consuming"
+                    elif self.phase == "consuming" and rec is not None and rec.owners.get(id(arr)) is arr:
+                        self.update_seen = True
 
     def before_copy(self, call: hooks.CopyCall) -> None:
         if call.in_backward:
@@ -292,16 +337,19 @@ class CaptureListener(hooks.Listener):
             owner = self._owner_of_grad(call.src) if isinstance(call.src, wp.array) else None
             if owner is not None:
                 self._consume(owner, call.src, "wp.copy from its .grad")
+            rec = self.iters.get(self.it)
+            if self.phase == "consuming" and rec is not None and rec.owners.get(id(call.dest)) is call.dest:
+                self.update_seen = True  # p.assign(...) / wp.copy(p, ...) outside the tape
 
     def tape_enter(self, tape) -> None:
         self._forward_activity()
 
     # ---------------------------------------------------------------- backward: the objective
     def before_backward(self, tape, loss, grads) -> None:
-        if self.phase == "consuming":
-            self.it += 1
-            self.phase = "forward"
-            self._on_new_iteration()
+        if self.phase == "pending":
+            self._resolve_pending(same_iteration=False)
+        elif self.phase == "consuming":
+            self._new_iteration()
         value, seeds = self._seeded_value(tape, loss, grads)
         if not self.leaf_names:
             # Named here, while the user's frames are alive: the ambiguity message lists them.
@@ -316,6 +364,11 @@ class CaptureListener(hooks.Listener):
                         g = np.abs(_np(p.grad).astype(np.float64))
                         if g.size and float(g.max()) > 0:
                             rec.stale[name] = float(g.max())
+            if rec.backward_calls > 0 and table is self.iters:
+                for oid, owner in rec.owners.items():
+                    # Zeroed between two backward calls of one update: the update uses the sum of the reads.
+                    if owner.grad is not None and not np.any(_np(owner.grad)):
+                        rec.params[oid]["zeroed_between"] = True
             rec.backward_calls += 1
             rec.objective += value
             rec.seeds.extend(seeds)
@@ -352,8 +405,10 @@ class CaptureListener(hooks.Listener):
             for arr, seed in grads.items():
                 self.loss_ids.add(id(arr))
                 self.leaf_candidates.pop(id(arr), None)
-                total += float(np.sum(_np(arr).astype(np.float64) * _np(seed).astype(np.float64)))
-                seeds.append(f"grads={{{name_of(arr) or 'array'}: seed}}")
+                sv = _np(seed).astype(np.float64)
+                total += float(np.sum(_np(arr).astype(np.float64) * sv))
+                kind = "0/1 seed" if np.all((sv == 0) | (sv == 1)) else "seed"
+                seeds.append(f"grads={{{name_of(arr) or 'array'}: {kind}}}")
             return total, seeds
         # Seeded by hand (`x.grad.fill_(1)`, `.grad.assign(...)`): the seeds are the nonzero grads of
         # arrays the tape writes; their dot product with the values is the objective being differentiated.
@@ -393,18 +448,20 @@ class CaptureListener(hooks.Listener):
         for p, g in zip(params, list(grads or [])):
             if isinstance(p, wp.array) and isinstance(g, wp.array):
                 self._consume(p, g, f"{type(opt).__name__}.step")
+        if self.phase == "consuming":
+            self.update_seen = True
 
     def _consume(self, owner, grad, how: str) -> None:
-        if self.phase not in ("backward", "consuming", "forward_after_backward"):
-            return
+        rec = self.iters.get(self.it)
+        if self.phase == "pending" or rec is None or not rec.backward_calls:
+            return  # no backward in this iteration yet: nothing to consume
         self.consumed_any = True
-        if self.phase != "consuming":
-            self.phase = "consuming"
-            if self.mode == "fd" and self.scheme == "consume" and self.it == self.target:
-                self._fd_stop()
-        rec = self._iter(self.iters, self.it)
-        if rec is not None and id(owner) not in rec.params:
+        self.phase = "consuming"
+        if id(owner) not in rec.params:
             self._record_param(rec, owner, grad, how, final=True)
+        elif rec.params[id(owner)].get("read_at_call") != rec.backward_calls:
+            rec.params[id(owner)]["grads"].append(_np(grad).astype(np.float64).copy())
+            rec.params[id(owner)]["read_at_call"] = rec.backward_calls
 
     def _record_param(self, rec: _Iter, owner, grad, how: str, final: bool) -> None:
         name = name_of(owner) or f"param{len(rec.params)}"
@@ -412,7 +469,8 @@ class CaptureListener(hooks.Listener):
             return
         g = _np(grad).astype(np.float64).copy()
         rec.params[id(owner)] = {
-            "name": name, "how": how, "grad": g, "value": _np(owner).astype(np.float64).copy(),
+            "name": name, "how": how, "grad": g, "grads": [g], "read_at_call": rec.backward_calls,
+            "zeroed_between": False, "value": _np(owner).astype(np.float64).copy(),
             "dtype": str(owner.dtype.__name__ if hasattr(owner.dtype, "__name__") else owner.dtype),
             "shape": list(owner.shape), "requires_grad": bool(owner.requires_grad),
         }
@@ -436,7 +494,10 @@ class CaptureListener(hooks.Listener):
 
     def script_end(self) -> None:
         if self.mode == "fd":
-            self.stopped_at = "script end"
+            rec = self.iters.get(self.target) if self.scheme == "consume" else None
+            # The last iteration ends with the script: it is complete if its gradient was consumed.
+            self.stopped_at = f"iteration {self.target} (script end)" if rec is not None and rec.params and \
+                self.it == self.target else "script end"
 
     # ---------------------------------------------------------------- result
     def result(self) -> dict[str, Any]:
@@ -473,7 +534,8 @@ class CaptureListener(hooks.Listener):
             for k, (oid, p) in enumerate(rec.params.items()):
                 role = rec.first_use.get(oid)
                 gpath, vpath = self.outdir / f"grad_{k}.npy", self.outdir / f"value_{k}.npy"
-                np.save(gpath, p["grad"])
+                reads = p.get("grads") or [p["grad"]]
+                np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])
                 np.save(vpath, p["value"])
                 params.append({
                     "name": p["name"], "role": role, "how": p["how"], "shape": p["shape"], "dtype": p["dtype"],

@@ -16,10 +16,19 @@ skill_app = typer.Typer(help="The warp-debug-gradients skill (SKILL.md + referen
 def export(
     directory: Annotated[Path, typer.Argument(help="Folder to write `warp-debug-gradients/` into.")],
     json_output: Annotated[bool, typer.Option("--json", help="Print a JSON summary for machines.")] = False,
+    plugin: Annotated[bool, typer.Option("--plugin", help="Write a Claude Code plugin bundle instead: the skill, "
+                                         ".mcp.json starting `warpgrad mcp`, and the finish-gate Stop hook.")] = False,
 ) -> None:
     """Write DIRECTORY/warp-debug-gradients/ (SKILL.md + references/) for Claude Code or any Agent Skills host."""
     if directory.exists() and not directory.is_dir():
         raise typer.BadParameter(f"{directory} exists and is not a folder; pass a folder to export into")
+    if plugin:
+        from warpgrad.agent.host_config import build_plugin
+
+        written = [str(p.relative_to(directory)) for p in build_plugin(directory)]
+        typer.echo(json.dumps({"plugin_dir": str(directory), "files": written}) if json_output
+                   else f"Plugin bundle written to {directory}: " + ", ".join(written))
+        return
     skill_dir = prompt.export_skill(directory)
     files = sorted(str(p.relative_to(skill_dir)) for p in skill_dir.rglob("*.md"))
     if json_output:

@@ -207,7 +207,10 @@ def run_one(suite_dir: Path, case_id: str, agent: str, out: Path, model: str | N
         else:
             raise ValueError(f"unknown agent {agent!r}: autopilot, claude or replay:DIR")
         score.ran = True
-        if score.expected_verdict and score.verdict:
+        if case.expected_signature == "inconclusive":
+            # "FD cannot judge this as it stands" is the right verdict when the case is built so it cannot.
+            score.verdict_right = score.signature == "inconclusive" or score.verdict == score.expected_verdict
+        elif score.expected_verdict:
             score.verdict_right = score.verdict == score.expected_verdict
         if score.expected_signature and score.signature:
             score.signature_right = score.signature == score.expected_signature

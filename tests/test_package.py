@@ -27,3 +27,16 @@ def test_the_console_script_answers_help():
     for command in ("diagnose", "gradcheck", "chat", "mcp", "eval", "tool"):
         assert command in p.stdout
     assert warpgrad.__version__
+
+
+def test_skill_export_plugin_writes_a_claude_code_bundle(tmp_path):
+    import json
+
+    p = subprocess.run([sys.executable, "-m", "warpgrad", "skill", "export", str(tmp_path), "--plugin", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    files = set(json.loads(p.stdout)["files"])
+    assert {".claude-plugin/plugin.json", ".mcp.json", "hooks/hooks.json",
+            "skills/warp-debug-gradients/SKILL.md"} <= files
+    server = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["warpgrad"]
+    assert server["args"][0] == "mcp"

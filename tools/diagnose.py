@@ -301,6 +301,10 @@ def _summary(res: DiagnoseResult) -> str:
                  "oscillating": "; the loss oscillates with correct gradients: lower the learning rate",
                  "flat": "; the loss stalls with correct gradients: a plateau, a too-small learning rate, or a "
                          "piecewise-constant objective"}.get(t or "", "")
+        if gc is not None and gc.forward_nonfinite:
+            return "not a gradient bug: " + gc.explanation
+        if res.signature == "sparse_subset":
+            return "gradients are not wrong: " + gc.reason
         if res.signature == "zero":
             return ("the gradient is exactly zero and so is the objective's local slope: a piecewise-constant forward, "
                     "where zero is the true gradient (use a surrogate such as a straight-through estimator)")
@@ -344,6 +348,9 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         ledger.append("gradcheck", gc, tool="diagnose")
     res.signature, res.factor = gc.signature, gc.factor
     res.gradients_wrong = None if gc.passed is None else (not gc.passed)
+    if gc.forward_nonfinite or (gc.ok and gc.signature == "sparse_subset" and gc.passed is None):
+        # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
+        res.gradients_wrong = False
 
     res.tracker = stage("tracker", lambda: run_tracker(workspace, script, args.args, iterations=(gc.iteration or 0) + 1
                                                        if gc.ok else None, timeout_s=args.timeout_s, device=args.device))

@@ -106,6 +106,7 @@ class GradcheckResult(BaseModel):
     harness: dict[str, Any] = {}
     files: dict[str, str] = {}
     full_horizon: bool = True
+    forward_nonfinite: bool = Field(False, description="The objective itself is NaN/inf before any update: a forward bug.")
     device: str = ""
     warp_version: str = ""
     notes: list[str] = []
@@ -214,6 +215,14 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
         res.gradient = "; ".join(f"{p['name']}: {p['how']}" for p in params)
         res.objective_value = objective
         if objective is None or not np.isfinite(objective):
+            if objective is not None and res.iteration == 0:
+                # Non-finite before any update: the forward itself produces it, whatever the gradient does.
+                res.ok, res.passed, res.signature, res.forward_nonfinite = True, None, "nan_inf", True
+                res.explanation = res.reason = (
+                    f"the objective is already {objective} at the initial parameters (iteration 0, before any "
+                    "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
+                    "division by zero), not from the gradient; fix the forward, then check the gradient")
+                return res
             return _fail(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
                               "finding (fix the forward first); FD of it means nothing")
         fparams = [fd.Param(key=p["role"], name=p["name"], value=np.load(p["value_file"]),
@@ -391,6 +400,8 @@ def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], 
             res.passed = False
         elif report.flat:
             res.passed = True
+        elif report.verdict == "sparse":
+            res.passed, res.reason = None, report.reason  # valid one-sided slopes at kinks: no verdict either way
         else:
             res.passed = sig == "correct"
     errs = [(abs(c.ad - c.fd), abs(c.ad - c.fd) / max(abs(c.fd), 1e-30)) for c in report.directions]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -340,9 +341,24 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
         return res
 
-    gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args, iteration=args.iteration,
-                                                         params=args.params, objective=args.objective, device=args.device,
-                                                         timeout_s=args.timeout_s, record=False), workspace))
+    # The tracker run rebuilds every module with the flag on: CPU-bound and independent of the FD check, so
+    # it runs alongside it. It stops after the iteration the check looks at (capture's default: the second).
+    def tracker_stage() -> InstrumentResult:
+        t = time.monotonic()
+        try:
+            return run_tracker(workspace, script, args.args, iterations=(1 if args.iteration is None else args.iteration) + 1,
+                               timeout_s=args.timeout_s, device=args.device)
+        finally:
+            res.timings["tracker"] = round(time.monotonic() - t, 2)
+
+    with ThreadPoolExecutor(1) as pool:
+        tracker_future = pool.submit(tracker_stage)
+        gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args, iteration=args.iteration,
+                                                             params=args.params, objective=args.objective,
+                                                             device=args.device, timeout_s=args.timeout_s, record=False),
+                                              workspace))
+        say("tracker")
+        res.tracker = tracker_future.result()
     res.gradcheck = gc
     if ledger:
         ledger.append("gradcheck", gc, tool="diagnose")
@@ -352,8 +368,6 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
         res.gradients_wrong = False
 
-    res.tracker = stage("tracker", lambda: run_tracker(workspace, script, args.args, iterations=(gc.iteration or 0) + 1
-                                                       if gc.ok else None, timeout_s=args.timeout_s, device=args.device))
     if ledger:
         ledger.append("tracker", res.tracker, tool="diagnose")
     res.tape = stage("tape", lambda: inspect(workspace, script, args.args, iteration=gc.iteration if gc.ok else None,

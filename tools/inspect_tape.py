@@ -19,7 +19,7 @@ from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.run_script import RunError, describe_run
 from warpgrad.tools.runner import run_harness
 from warpgrad.tools.tape_hazards import Hazard, hazards
-from warpgrad.tools.workspace import rel_path, resolve_path
+from warpgrad.tools.workspace import rel_path, resolve_path, rel_or_raw as _rel
 
 LISTENER = "warpgrad.tools.harness.tape_inspect:TapeInspectListener"
 LOCALIZE = "warpgrad.tools.harness.localize:LocalizeListener"
@@ -177,15 +177,6 @@ class InspectTapeResult(BaseModel):
     device: str = ""
     warp_version: str = ""
     wall_s: float = 0.0
-
-
-def _rel(workspace: Path, file: str | None) -> str | None:
-    if not file:
-        return file
-    try:
-        return rel_path(workspace, Path(file))
-    except (ValueError, OSError):
-        return file
 
 
 def _relativize(workspace: Path, desc: dict[str, Any]) -> None:

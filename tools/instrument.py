@@ -20,7 +20,7 @@ from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.run_script import RunError, describe_run
 from warpgrad.tools.runner import run_harness
-from warpgrad.tools.workspace import rel_path, resolve_path
+from warpgrad.tools.workspace import rel_path, resolve_path, rel_or_raw as _rel
 
 LISTENER = "warpgrad.tools.harness.tracker_listener:TrackerListener"
 
@@ -66,15 +66,6 @@ class InstrumentResult(BaseModel):
     device: str = ""
     warp_version: str = ""
     wall_s: float = 0.0
-
-
-def _rel(workspace: Path, file: str | None) -> str | None:
-    if not file:
-        return file
-    try:
-        return rel_path(workspace, Path(file))
-    except (ValueError, OSError):
-        return file
 
 
 def run_tracker(workspace: Path, script: Path | str, args: list[str] | None = None, *, iterations: int | None = None,

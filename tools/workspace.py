@@ -81,6 +81,16 @@ def resolve_path(workspace: Path, path: str | Path, *, allow_state: bool = False
     return real
 
 
+def rel_or_raw(workspace: Path, file: str | None) -> str | None:
+    """Workspace-relative path of `file` when it lies inside the workspace, else `file` unchanged."""
+    if not file:
+        return file
+    try:
+        return rel_path(workspace, Path(file))
+    except (ValueError, OSError):
+        return file
+
+
 def rel_path(workspace: Path, path: Path) -> str:
     """Workspace-relative POSIX path of an absolute path inside the workspace."""
     return path.resolve().relative_to(Path(workspace).resolve()).as_posix()

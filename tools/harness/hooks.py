@@ -71,6 +71,23 @@ class CopyCall:
     in_backward: bool
 
 
+def safe(method):
+    """A listener failure must never become the user's failure: record it and stop that listener's work."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if getattr(self, "broken", None):
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
+            return None
+
+    return wrapper
+
+
 class Listener:
     """Override what you need; every hook is called with Warp's own objects."""
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 from warpgrad.tools.harness import hooks
+from warpgrad.tools.harness.hooks import safe as _safe
 from warpgrad.tools.harness.tape_inspect import TapeInspectListener, backward_state
 
 _ANSI = re.compile(r"\x1b\[\d+m")
@@ -96,23 +97,6 @@ class _Snapshot:
                     a.assign(v)
                 if g is not None and grad_obj is not None:
                     grad_obj.assign(g)
-
-
-def _safe(method):
-    """A listener failure must never become the user's failure: record it and stop that listener's work."""
-    import functools
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if getattr(self, "broken", None):
-            return None
-        try:
-            return method(self, *args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - see the docstring
-            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
-            return None
-
-    return wrapper
 
 
 class LocalizeListener(hooks.Listener):

@@ -30,6 +30,7 @@ import numpy as np
 import warp as wp
 from warpgrad.tools import kernel_access
 from warpgrad.tools.harness import hooks
+from warpgrad.tools.harness.hooks import safe as _safe
 from warpgrad.tools.harness.capture import CaptureListener, name_of
 
 MAX_TAPES = 4
@@ -75,23 +76,6 @@ def _stamp_of(entry) -> dict[str, Any]:
     if isinstance(entry, list) and len(entry) > 7 and isinstance(entry[7], dict):
         return entry[7].get("warpgrad") or {}
     return getattr(entry, "_warpgrad", None) or {}
-
-
-def _safe(method):
-    """A listener failure must never become the user's failure: record it and stop that listener's work."""
-    import functools
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if getattr(self, "broken", None):
-            return None
-        try:
-            return method(self, *args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - see the docstring
-            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
-            return None
-
-    return wrapper
 
 
 class TapeInspectListener(hooks.Listener):

@@ -13,26 +13,10 @@ from typing import Any
 
 from warpgrad.tools import tracker
 from warpgrad.tools.harness import hooks
+from warpgrad.tools.harness.hooks import safe as _safe
 from warpgrad.tools.harness.capture import name_of
 
 MAX_DISTINCT = 200
-
-
-def _safe(method):
-    """A listener failure must never become the user's failure: record it and stop that listener's work."""
-    import functools
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if getattr(self, "broken", None):
-            return None
-        try:
-            return method(self, *args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - see the docstring
-            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
-            return None
-
-    return wrapper
 
 
 class TrackerListener(hooks.Listener):

@@ -438,11 +438,12 @@ def _schemas(names: list[str]) -> dict:
 def test_tool_schemas_match_the_pinned_snapshot():
     """A schema change is an API change for the model, MCP clients and the CLI: it must be deliberate.
 
-    Regenerate with `WARPGRAD_UPDATE_SNAPSHOTS=1 pytest tests/test_workspace.py -k snapshot` (add a tool's
-    name to the file to pin it).
+    Every registered tool is pinned. Regenerate with
+    `WARPGRAD_UPDATE_SNAPSHOTS=1 pytest tests/test_workspace.py -k snapshot`.
     """
-    pinned = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    current = _schemas(sorted(pinned))
+    current = _schemas(sorted(load_tools()))
     if os.environ.get("WARPGRAD_UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    pinned = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    assert sorted(current) == sorted(pinned), "a tool was added or removed: regenerate the snapshot deliberately"
     assert current == pinned

@@ -84,13 +84,7 @@ def tool(
 
 
 def load_tools() -> dict[str, ToolSpec]:
-    """Import every tool module that exists in this checkout and return the registry."""
+    """Import every tool module and return the registry."""
     for mod in TOOL_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            # Only a missing *tool module* is tolerated (parts are built incrementally); a missing
-            # dependency inside a module that exists is a real error.
-            if e.name != mod:
-                raise
+        importlib.import_module(mod)
     return TOOLS

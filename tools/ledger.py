@@ -43,6 +43,18 @@ Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked",
 OUTCOMES: tuple[str, ...] = ("fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only")
 
 
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock held for the block: writers in other processes wait their turn."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
 class LedgerCorrupt(ToolError):
     """The ledger failed verification; nothing more is appended until a person looks at it."""
 
@@ -242,16 +254,9 @@ class Ledger:
         return s.records, s.check
 
     # -- writing -------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        return file_lock(self.dir / LOCK_NAME)
 
     def append(
         self, kind: str, payload: BaseModel | dict[str, Any], *, tool: str | None = None,

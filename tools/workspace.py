@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
-import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.ledger import STATE_DIR, Ledger, LedgerCorrupt, sha256_file, state_dir
+from warpgrad.tools.ledger import STATE_DIR, Ledger, LedgerCorrupt, file_lock, sha256_file, state_dir
 from warpgrad.tools.registry import ToolError, tool
 
 MAX_READ_LINES = 400
@@ -101,15 +100,8 @@ def rel_path(workspace: Path, path: Path) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _state_lock(workspace: Path) -> Iterator[None]:
-    fd = os.open(state_dir(workspace) / "state.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+def _state_lock(workspace: Path) -> contextlib.AbstractContextManager[None]:
+    return file_lock(state_dir(workspace) / "state.lock")
 
 
 def _created_path(workspace: Path) -> Path:

@@ -47,4 +47,14 @@ def command() -> click.Group:
 
 
 def main() -> None:
-    command()(prog_name="warpgrad")
+    # The generated `tool` commands are plain click commands; typer's own runner does not handle the
+    # exits click raises from inside them (--help, usage errors), so they are handled here.
+    try:
+        command()(prog_name="warpgrad")
+    except click.exceptions.Exit as e:
+        raise SystemExit(e.exit_code) from None
+    except click.exceptions.ClickException as e:
+        e.show()
+        raise SystemExit(e.exit_code) from None
+    except click.exceptions.Abort:
+        raise SystemExit(1) from None

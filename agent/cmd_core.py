@@ -6,7 +6,7 @@ import json
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import click
 import typer
@@ -85,16 +85,16 @@ def render_gradcheck(r) -> None:
 
 def gradcheck_cmd(
     ctx: typer.Context,
-    script: Annotated[Optional[Path], typer.Argument(help="Training script to check (zero-config capture).")] = None,
-    probe: Annotated[Optional[Path], typer.Option(help="Probe file with params(), loss(), grad().")] = None,
-    param: Annotated[Optional[list[str]], typer.Option("--param", help="Parameter to check (repeatable).")] = None,
-    iteration: Annotated[Optional[int], typer.Option(help="Training iteration to check (0-based).")] = None,
-    objective: Annotated[Optional[str], typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
+    script: Annotated[Path | None, typer.Argument(help="Training script to check (zero-config capture).")] = None,
+    probe: Annotated[Path | None, typer.Option(help="Probe file with params(), loss(), grad().")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", help="Parameter to check (repeatable).")] = None,
+    iteration: Annotated[int | None, typer.Option(help="Training iteration to check (0-based).")] = None,
+    objective: Annotated[str | None, typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
     directions: Annotated[int, typer.Option(help="Random directions (2 evaluations each).")] = 3,
     elements: Annotated[int, typer.Option(help="On failure, check up to N single elements.")] = 0,
-    device: Annotated[Optional[str], typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
+    device: Annotated[str | None, typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
-    workspace: Annotated[Optional[Path], typer.Option(help="Workspace root (default: the current folder).")] = None,
+    workspace: Annotated[Path | None, typer.Option(help="Workspace root (default: the current folder).")] = None,
     record: Annotated[bool, typer.Option(help="Append the result to .warpgrad/ledger.jsonl.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -129,8 +129,8 @@ def run_cmd(
     ctx: typer.Context,
     script: Annotated[Path, typer.Argument(help="Script to run.")],
     timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 300.0,
-    device: Annotated[Optional[str], typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
-    workspace: Annotated[Optional[Path], typer.Option(help="Workspace root.")] = None,
+    device: Annotated[str | None, typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
+    workspace: Annotated[Path | None, typer.Option(help="Workspace root.")] = None,
     record: Annotated[bool, typer.Option(help="Append the run to the ledger.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:

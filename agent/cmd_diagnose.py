@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-
 from warpgrad.agent.cmd_core import console, out, rel_to, workspace_for
 
 
@@ -81,15 +80,15 @@ def render(r, con: Console) -> None:
 def diagnose_cmd(
     ctx: typer.Context,
     script: Annotated[Path, typer.Argument(help="The training script (its folder's modules are imported as usual).")],
-    iteration: Annotated[Optional[int], typer.Option(help="Training iteration to check (0-based).")] = None,
-    param: Annotated[Optional[list[str]], typer.Option("--param", help="Parameter to check (repeatable).")] = None,
-    objective: Annotated[Optional[str], typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
+    iteration: Annotated[int | None, typer.Option(help="Training iteration to check (0-based).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", help="Parameter to check (repeatable).")] = None,
+    objective: Annotated[str | None, typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
     bisect: Annotated[str, typer.Option(help="Horizon bisection: auto, always or never.")] = "auto",
-    device: Annotated[Optional[str], typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
+    device: Annotated[str | None, typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
-    workspace: Annotated[Optional[Path], typer.Option(help="Workspace root (default: the current folder).")] = None,
+    workspace: Annotated[Path | None, typer.Option(help="Workspace root (default: the current folder).")] = None,
     record: Annotated[bool, typer.Option(help="Append the evidence to .warpgrad/ledger.jsonl.")] = True,
-    md: Annotated[Optional[Path], typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
+    md: Annotated[Path | None, typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Diagnose a training script's gradients: FD check, tracker, tape, rules, localization; ranked causes.

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from warpgrad.agent.cmd_core import console, out
 
 
 def eval_cmd(
-    suite: Annotated[Optional[Path], typer.Option(help="Suite folder in the Agent Skills evals schema (default: the shipped one).")] = None,
+    suite: Annotated[Path | None, typer.Option(help="Suite folder in the Agent Skills evals schema (default: the shipped one).")] = None,
     agent: Annotated[str, typer.Option(help="autopilot, claude, or replay:DIR.")] = "autopilot",
-    cases: Annotated[Optional[list[str]], typer.Option("--cases", help="Case ids to run (repeatable; default all).")] = None,
+    cases: Annotated[list[str] | None, typer.Option("--cases", help="Case ids to run (repeatable; default all).")] = None,
     jobs: Annotated[int, typer.Option(help="Cases run in parallel (each with its own kernel cache).")] = 2,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Folder for logs, workspaces, results.json, scoreboard.md.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Folder for logs, workspaces, results.json, scoreboard.md.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per case.")] = 900.0,
-    model: Annotated[Optional[str], typer.Option(help="Model for --agent claude.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for --agent claude.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json.")] = False,
 ) -> None:
     """Run an agent over the broken-simulation suite and score it against the hidden graders."""

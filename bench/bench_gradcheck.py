@@ -123,7 +123,7 @@ print(json.dumps({"passed": bool(ok), "forward_calls": calls, "wall_s": time.per
 
 
 def _run_json(argv: list[str], env: dict) -> dict:
-    p = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", env=env, timeout=3600)
+    p = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", env=env, timeout=3600, check=False)
     if p.returncode != 0:
         raise RuntimeError(p.stderr[-2000:])
     return json.loads(p.stdout.strip().splitlines()[-1])

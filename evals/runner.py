@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-
 from warpgrad.evals.suite import CaseMeta, Suite, load_suite
 
 ROOT_CAUSE_SLACK = 2  # lines: a multi-line statement is one place
@@ -289,8 +287,8 @@ def scoreboard(run: EvalRun) -> str:
     def mark(v: bool | None) -> str:
         return "—" if v is None else ("yes" if v else "**no**")
 
-    lines = [f"# warpgrad eval: {run.agent}", "", f"suite `{run.suite}`, {s['cases']} cases ({s['positive']} positive, "
-             f"{s['negative']} negative), {run.wall_s:.0f} s wall", "",
+    lines = [f"# warpgrad eval: {run.agent}", "", (f"suite `{run.suite}`, {s['cases']} cases ({s['positive']} positive, "
+             f"{s['negative']} negative), {run.wall_s:.0f} s wall"), "",
              "| score | value |", "|---|---|"]
     for k in ("verdict_right_pct", "signature_right_pct", "root_cause_top3_pct", "fix_verified_pct",
               "gate_satisfied_pct", "negatives_not_triggered_pct", "no_harm_pct"):

@@ -40,3 +40,20 @@ def test_skill_export_plugin_writes_a_claude_code_bundle(tmp_path):
             "skills/warp-debug-gradients/SKILL.md"} <= files
     server = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["warpgrad"]
     assert server["args"][0] == "mcp"
+
+
+def test_every_tool_is_a_generated_cli_command_with_options_from_its_input_model(tmp_path):
+    import json
+
+    (tmp_path / "sim.py").write_text("a = 1\nb = 2\nc = 3\n", encoding="utf-8")
+    run = [sys.executable, "-m", "warpgrad", "tool"]
+    p = subprocess.run(run + ["read_file", "--path", "sim.py", "--max-lines", "2", "--workspace", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["text"].splitlines() == ["1\ta = 1", "2\tb = 2"] and doc["truncated"]
+    p = subprocess.run(run + ["read_file", "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "--max-lines" in p.stdout
+    p = subprocess.run(run + ["read_file", "--path", "../outside.py", "--workspace", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "outside the workspace" in p.stderr

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, tool

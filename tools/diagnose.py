@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import ast
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-
 from warpgrad.tools.bisect import BisectArgs, BisectResult, bisect_horizon
 from warpgrad.tools.gradcheck import GradcheckArgs, GradcheckResult, check
 from warpgrad.tools.inspect_tape import InspectTapeResult, inspect

@@ -17,6 +17,7 @@ captured scripts, in-process calls for probes).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -207,7 +208,7 @@ class FDEngine:
                         "looks exactly like this"),
             )
         # The truncation error is estimated only between two steps that both resolve the objective.
-        diffs = [(abs(a.fd - b.fd), i) for i, (a, b) in enumerate(zip(sweep, sweep[1:])) if _resolvable(a) and _resolvable(b)]
+        diffs = [(abs(a.fd - b.fd), i) for i, (a, b) in enumerate(itertools.pairwise(sweep)) if _resolvable(a) and _resolvable(b)]
         if not diffs:
             return FDReport(
                 verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,

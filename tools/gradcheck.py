@@ -22,13 +22,18 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
-
 from warpgrad.tools import fd
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.losses import parse_losses
 from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.run_script import RunError, describe_run
-from warpgrad.tools.runner import HarnessOutcome, ProcessResult, _cuda_possible, run_harness, strip_warp_chatter
+from warpgrad.tools.runner import (
+    HarnessOutcome,
+    ProcessResult,
+    _cuda_possible,
+    run_harness,
+    strip_warp_chatter,
+)
 from warpgrad.tools.workspace import rel_path, resolve_path
 
 Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
@@ -326,10 +331,10 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
             rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
             if rel_diff > 1e-6:
                 return _finish(res, report, fparams, cap, override=(
-                    "inconclusive", f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
+                    "inconclusive", (f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
                     f"the first run gave {objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is "
                     "meaningless until the noise is pinned (seed every RNG, including wp.rand_init seeds and "
-                    "np.random.default_rng(), or average a fixed set of samples)"), t0=t0)
+                    "np.random.default_rng(), or average a fixed set of samples)")), t0=t0)
             res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
         if b is not None and b.error is not None:
             return _fail(res, f"the unperturbed rerun failed: {b.error}")

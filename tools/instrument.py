@@ -20,7 +20,8 @@ from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.run_script import RunError, describe_run
 from warpgrad.tools.runner import run_harness
-from warpgrad.tools.workspace import rel_path, resolve_path, rel_or_raw as _rel
+from warpgrad.tools.workspace import rel_or_raw as _rel
+from warpgrad.tools.workspace import rel_path, resolve_path
 
 LISTENER = "warpgrad.tools.harness.tracker_listener:TrackerListener"
 

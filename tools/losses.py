@@ -8,6 +8,7 @@ or the first integer on the line, or the line's position.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -66,7 +67,7 @@ def summarize(points: list[LossPoint]) -> dict:
             trend = "diverging"
         else:
             trend = "flat"
-        ups = sum(1 for a, b in zip(finite, finite[1:]) if b > a)
+        ups = sum(1 for a, b in itertools.pairwise(finite) if b > a)
         if trend != "diverging" and len(finite) >= 4 and ups >= 0.4 * (len(finite) - 1):
             trend = "oscillating"
         out["trend"] = trend

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.losses import LossPoint, parse_losses, summarize
 from warpgrad.tools.registry import tool

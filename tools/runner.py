@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -64,6 +63,19 @@ class ProcessResult(BaseModel):
         return "exited normally"
 
 
+_LIMIT_LAUNCHER = (
+    "import os, resource, sys\n"
+    "cap = int(sys.argv[1])\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (cap, cap))\n"
+    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+    "try:\n"
+    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as e:\n"
+    "    sys.stderr.write(f'could not start {sys.argv[2]}: {e}\\n')\n"
+    "    sys.exit(127)\n"
+)
+
+
 class _Tail:
     """Keep the last `limit` bytes of a stream and count the rest, so a chatty script cannot eat memory."""
 
@@ -102,21 +114,20 @@ def run_process(
 ) -> ProcessResult:
     """Run `argv` in its own session; kill the whole group on timeout. Never raises for child failures."""
 
-    def limit() -> None:  # runs in the child between fork and exec
-        if memory_mb:
-            cap = memory_mb * 2**20
-            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
+    shown = list(argv)
+    if memory_mb:
+        # The limits are set by a tiny launcher that then execs the command: a `preexec_fn` would run Python
+        # in the forked child of a threaded parent (FD evaluations run from threads), which can deadlock.
+        argv = [sys.executable, "-c", _LIMIT_LAUNCHER, str(memory_mb * 2**20), *argv]
     out, err = _Tail(tail_bytes), _Tail(tail_bytes)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, preexec_fn=limit,
+            start_new_session=True,
         )
     except OSError as e:
-        return ProcessResult(argv=argv, returncode=127, stderr_tail=f"could not start {argv[0]}: {e}")
+        return ProcessResult(argv=shown, returncode=127, stderr_tail=f"could not start {shown[0]}: {e}")
     readers = [threading.Thread(target=t.feed, args=(s,), daemon=True) for t, s in ((out, proc.stdout), (err, proc.stderr))]
     for r in readers:
         r.start()
@@ -144,7 +155,7 @@ def run_process(
     if timed_out:
         sig = None
     return ProcessResult(
-        argv=argv, returncode=rc, signal=sig, timed_out=timed_out, wall_s=round(time.monotonic() - start, 3),
+        argv=shown, returncode=rc, signal=sig, timed_out=timed_out, wall_s=round(time.monotonic() - start, 3),
         stdout_tail=out.text(), stderr_tail=err.text(), stdout_bytes=out.total, stderr_bytes=err.total,
         memory_limit_mb=memory_mb,
     )

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-
 from warpgrad.tools.harness import hooks
 
 
@@ -34,8 +33,7 @@ def _np(a) -> np.ndarray:
 
 
 def _is_user_file(fn: str) -> bool:
-    return not (fn.startswith(hooks._WARP_DIR) or fn.startswith(hooks._HARNESS_DIR) or fn == hooks._FAKE_FILENAME
-                or fn.startswith("<") or "site-packages" in fn or "/lib/python3" in fn)
+    return not (fn.startswith((hooks._WARP_DIR, hooks._HARNESS_DIR, "<")) or fn == hooks._FAKE_FILENAME or "site-packages" in fn or "/lib/python3" in fn)
 
 
 def name_of(obj: Any, frame=None) -> str | None:

@@ -26,7 +26,7 @@ def user_frame(depth: int = 2):
     f = sys._getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
-        if not (fn.startswith(_WARP_DIR) or fn.startswith(_HARNESS_DIR) or fn == _FAKE_FILENAME or fn.startswith("<frozen")):
+        if not (fn.startswith((_WARP_DIR, _HARNESS_DIR, "<frozen")) or fn == _FAKE_FILENAME):
             return f
         f = f.f_back
     return None

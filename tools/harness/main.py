@@ -120,7 +120,7 @@ class Session:
         for listener in self.listeners:
             try:
                 data[listener.key] = listener.result()
-            except Exception as e:  # a broken listener must not hide the others' evidence
+            except Exception as e:  # noqa: BLE001 - a broken listener must not hide the others' evidence
                 data[listener.key] = {"listener_error": f"{type(e).__name__}: {e}"}
         tmp = self.result_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -296,7 +296,7 @@ def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
             status, error = "error", {"kind": "exit_code", "message": f"the script called sys.exit({e.code!r})", "exit_code": code}
     except KeyboardInterrupt:
         status, error = "error", {"kind": "interrupted", "message": "KeyboardInterrupt"}
-    except BaseException as e:  # the user's failure is the finding; report it instead of dying
+    except BaseException as e:  # noqa: BLE001 - the user's failure is the finding; report it instead of dying
         error = {
             "kind": classify(e),
             "type": type(e).__name__,

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-
 from warpgrad.tools import fd
 from warpgrad.tools.harness import hooks
 
@@ -40,7 +39,7 @@ class ProbeListener(hooks.Listener):
             self._run()
         except ProbeError as e:
             self.s.finish("error", {"kind": "bad_probe", "message": str(e)})
-        except BaseException as e:  # the probe or the program raised: report it, with the user's frames
+        except BaseException as e:  # noqa: BLE001 - the probe or the program raised: report it, with the user's frames
             from warpgrad.tools.harness.main import _user_traceback, classify
 
             self.s.finish("error", {"kind": classify(e), "type": type(e).__name__, "message": str(e)[:2000],
@@ -114,7 +113,7 @@ class ProbeListener(hooks.Listener):
                 try:
                     value = self._loss(module)
                     res.append(fd.Evaluation(objective=value, applied=applied))
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - one failed evaluation is data, not a crash
                     res.append(fd.Evaluation(objective=None, error=f"loss() raised {type(e).__name__}: {e}"))
                 finally:
                     for key, old in saved.items():

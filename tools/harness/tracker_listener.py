@@ -13,8 +13,8 @@ from typing import Any
 
 from warpgrad.tools import tracker
 from warpgrad.tools.harness import hooks
-from warpgrad.tools.harness.hooks import safe as _safe
 from warpgrad.tools.harness.capture import name_of
+from warpgrad.tools.harness.hooks import safe as _safe
 
 MAX_DISTINCT = 200
 

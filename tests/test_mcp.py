@@ -18,19 +18,6 @@ from warpgrad.agent.mcp_server import PROMPT_NAME, build_server
 from warpgrad.tools.registry import ToolSpec, load_tools
 
 
-def _has_prompt_api() -> bool:
-    try:
-        import warpgrad.agent.prompt  # noqa: F401
-    except ModuleNotFoundError:
-        return False
-    return True
-
-
-needs_prompt = pytest.mark.skipif(
-    not _has_prompt_api(), reason="warpgrad.agent.prompt (skill engineer) not landed"
-)
-
-
 class NArgs(BaseModel):
     n: int = Field(gt=0, description="A positive integer.")
 
@@ -79,7 +66,6 @@ def test_every_registry_tool_is_listed_with_schemas_and_read_only_or_destructive
         assert tools["read_file"].annotations.read_only_hint is True
 
 
-@pytest.mark.skipif("read_file" not in load_tools(), reason="workspace tools not landed")
 def test_a_read_only_registry_tool_returns_structured_content_and_bad_arguments_return_is_error(tmp_path):
     (tmp_path / "sim.py").write_text("import warp as wp\nx = 1\n", encoding="utf-8")
 
@@ -122,7 +108,6 @@ def test_a_crashing_tool_a_timeout_and_an_unknown_tool_return_is_error_and_the_s
     assert progress and progress[0].startswith("slow: running for")
 
 
-@needs_prompt
 def test_the_skill_is_a_prompt_and_the_references_are_resources(tmp_path):
     from warpgrad.agent import prompt
     from warpgrad.agent.context import agent_tools, render_skill_for
@@ -160,7 +145,6 @@ def test_print_config_gives_a_claude_code_line_with_the_name_before_env_and_json
     )
 
 
-@needs_prompt
 def test_the_plugin_bundle_holds_the_skill_the_mcp_config_and_the_stop_hook(tmp_path):
     from warpgrad.agent import prompt
 
@@ -287,7 +271,6 @@ def _stop_hook(workspace: Path, hook_input: dict) -> subprocess.CompletedProcess
     )
 
 
-@pytest.mark.skipif("edit_file" not in load_tools(), reason="workspace tools not landed")
 def test_the_stop_hook_holds_an_unproven_patch_and_lets_a_diagnosis_only_session_stop(tmp_path):
     from warpgrad.tools.workspace import undo
 
@@ -301,7 +284,6 @@ def test_the_stop_hook_holds_an_unproven_patch_and_lets_a_diagnosis_only_session
 
 
 @pytest.mark.warp
-@pytest.mark.skipif("gradcheck" not in load_tools(), reason="gradcheck not landed")
 def test_over_stdio_gradcheck_on_a_broken_program_returns_its_failing_signature_as_structured_content(
     tmp_path,
 ):

@@ -340,24 +340,35 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
         return res
 
-    # The tracker run rebuilds every module with the flag on: CPU-bound and independent of the FD check, so
-    # it runs alongside it. It stops after the iteration the check looks at (capture's default: the second).
-    def tracker_stage() -> InstrumentResult:
-        t = time.monotonic()
-        try:
-            return run_tracker(workspace, script, args.args, iterations=(1 if args.iteration is None else args.iteration) + 1,
-                               timeout_s=args.timeout_s, device=args.device)
-        finally:
-            res.timings["tracker"] = round(time.monotonic() - t, 2)
+    # The tracker run (which rebuilds every module with the flag on) and the tape inspection do not depend
+    # on the FD check's verdict: they run alongside it. Both look at the iteration capture picks by default
+    # (the second) or the one asked for; per-launch gradcheck_tape always runs, cheap next to a run.
+    def timed(name: str, fn):
+        def run_timed():
+            t = time.monotonic()
+            try:
+                return fn()
+            finally:
+                res.timings[name] = round(time.monotonic() - t, 2)
+        return run_timed
 
-    with ThreadPoolExecutor(1) as pool:
-        tracker_future = pool.submit(tracker_stage)
+    def tape_at(iteration: int | None) -> InspectTapeResult:
+        return inspect(workspace, script, args.args, iteration=iteration, timeout_s=args.timeout_s,
+                       device=args.device, gradcheck_launches=True)
+
+    with ThreadPoolExecutor(2) as pool:
+        tracker_future = pool.submit(timed("tracker", lambda: run_tracker(
+            workspace, script, args.args, iterations=(1 if args.iteration is None else args.iteration) + 1,
+            timeout_s=args.timeout_s, device=args.device)))
+        tape_future = pool.submit(timed("tape", lambda: tape_at(args.iteration)))
         gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args, iteration=args.iteration,
                                                              params=args.params, objective=args.objective,
                                                              device=args.device, timeout_s=args.timeout_s, record=False),
                                               workspace))
         say("tracker")
         res.tracker = tracker_future.result()
+        say("tape")
+        res.tape = tape_future.result()
     res.gradcheck = gc
     if ledger:
         ledger.append("gradcheck", gc, tool="diagnose")
@@ -366,12 +377,11 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
     if gc.forward_nonfinite or (gc.ok and gc.signature == "sparse_subset" and gc.passed is None):
         # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
         res.gradients_wrong = False
-
     if ledger:
         ledger.append("tracker", res.tracker, tool="diagnose")
-    res.tape = stage("tape", lambda: inspect(workspace, script, args.args, iteration=gc.iteration if gc.ok else None,
-                                             timeout_s=args.timeout_s, device=args.device,
-                                             gradcheck_launches=bool(res.gradients_wrong)))
+    if gc.ok and res.tape.iteration is not None and gc.iteration is not None and gc.iteration != res.tape.iteration:
+        # The check moved to another iteration (a NaN born at iteration 0): look at that tape instead.
+        res.tape = stage("tape", lambda: tape_at(gc.iteration))
     files = sorted({workspace / f for f in run.files} | {script})
     res.findings = stage("rules", lambda: run_rules(files, workspace))
     _rank(workspace, res)

@@ -23,7 +23,7 @@ from warpgrad.agent.context import (
     system_blocks,
     tool_params,
 )
-from warpgrad.agent.trajectory import Trajectory
+from warpgrad.agent.trajectory import Trajectory, empty_totals
 from warpgrad.tools.registry import ToolSpec
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -99,15 +99,7 @@ class Agent:
         self.system = system
         self.trajectory = trajectory or Trajectory.new(self.workspace)
         self.messages: list[dict[str, Any]] = messages or []
-        self.totals = {
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "cost": 0.0,
-            "steps": 0,
-            **(totals or {}),
-        }
+        self.totals = {**empty_totals(), **(totals or {})}
         self.finished: dict[str, Any] | None = None
         self.trajectory.append(
             {

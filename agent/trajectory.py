@@ -111,16 +111,15 @@ def messages_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
+def empty_totals() -> dict[str, float]:
+    """Zeroed usage counters: tokens by kind, cost in dollars, model calls."""
+    return {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+            "cost": 0.0, "steps": 0}
+
+
 def totals_of(events: list[dict[str, Any]]) -> dict[str, float]:
     """Token and cost totals over every assistant message in `events`."""
-    totals = {
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "cost": 0.0,
-        "steps": 0,
-    }
+    totals = empty_totals()
     for e in events:
         if e.get("type") == "message" and e.get("role") == "assistant":
             totals["steps"] += 1

@@ -126,6 +126,8 @@ def add_listener(listener: Listener) -> None:
 
 
 def _emit(name: str, *args) -> None:
+    if STATE.in_hook:
+        return  # Warp calls made by a listener itself (its own tapes, launches) are not the user's
     STATE.in_hook += 1
     try:
         for listener in STATE.listeners:

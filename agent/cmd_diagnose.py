@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -68,6 +69,10 @@ def render(r, con: Console) -> None:
             con.print(f"     [dim]{e.source}:[/] {e.detail[:220]}")
         if h.reference:
             con.print(f"     [dim]see {h.reference}[/]")
+    cited = next((h.reference for h in r.hypotheses[:5] if h.reference), None)
+    m = re.match(r"references/([\w-]+)\.md §(\w+)", cited or "")
+    if m:
+        con.print(f"[dim]read a cited section: warpgrad skill reference {m.group(1)} --section {m.group(2)}[/]")
     if r.ruled_out:
         con.print("[bold]ruled out:[/]")
         for x in r.ruled_out:

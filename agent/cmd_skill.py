@@ -58,5 +58,33 @@ def show(
         typer.echo(text, nl=False)
 
 
+@skill_app.command("reference")
+def reference(
+    name: Annotated[str, typer.Argument(help="quick-checks, verification, custom-gradients or case-studies.")],
+    section: Annotated[str | None, typer.Option(help="Only this section, e.g. 1, 6b or 9a (as diagnose cites it).")] = None,
+) -> None:
+    """Print a reference document (or one § section of it): where diagnose and the rules point."""
+    try:
+        text = prompt.read_reference(name)
+    except KeyError as e:
+        typer.echo(str(e.args[0]), err=True)
+        raise typer.Exit(2) from None
+    if section:
+        lines, out, depth = text.splitlines(), [], None
+        for line in lines:
+            heading = line.split(" ", 1)[0] if line.startswith("#") else None
+            if heading and depth is not None and len(heading) <= depth:
+                break
+            if heading and depth is None and line.split(" ", 2)[1:2] == [f"§{section}"]:
+                depth = len(heading)
+            if depth is not None:
+                out.append(line)
+        if not out:
+            typer.echo(f"no section §{section} in {name}", err=True)
+            raise typer.Exit(2)
+        text = "\n".join(out) + "\n"
+    typer.echo(text, nl=False)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(skill_app, name="skill")

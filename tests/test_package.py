@@ -57,3 +57,12 @@ def test_every_tool_is_a_generated_cli_command_with_options_from_its_input_model
     p = subprocess.run(run + ["read_file", "--path", "../outside.py", "--workspace", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "outside the workspace" in p.stderr
+
+
+def test_a_cited_reference_section_can_be_read_from_the_installed_package():
+    run = [sys.executable, "-m", "warpgrad", "skill", "reference", "quick-checks"]
+    p = subprocess.run(run + ["--section", "6b"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("### §6b") and "WG009" in p.stdout
+    assert "### §7" not in p.stdout and "## §7" not in p.stdout
+    p = subprocess.run(run + ["--section", "99"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "no section §99" in p.stderr

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -134,7 +134,6 @@ class FDEngine:
     n_directions: int = 3
     seed: int = 0
     evaluations: int = 0
-    log: list[str] = field(default_factory=list)
     _step: float = 0.0
 
     def _run(self, batch: list[dict[str, np.ndarray]]) -> list[Evaluation]:

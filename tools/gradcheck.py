@@ -313,17 +313,16 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
             return ordered
 
         # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
-        baseline: dict[str, Any] = {}
+        baseline: dict[str, fd.Evaluation] = {}
 
-        def evaluate_first(batch):
-            nonlocal evaluate_fn
+        def evaluate_with_baseline(batch):
+            if "eval" in baseline:
+                return evaluate(batch)
             evs = evaluate([{}] + batch)
             baseline["eval"] = evs[0]
-            evaluate_fn = evaluate
             return evs[1:]
 
-        evaluate_fn = evaluate_first
-        engine = fd.FDEngine(fparams, lambda b: evaluate_fn(b), objective, n_directions=args.directions, seed=args.seed)
+        engine = fd.FDEngine(fparams, evaluate_with_baseline, objective, n_directions=args.directions, seed=args.seed)
         report = engine.check(elements=args.elements)
         res.evaluations = engine.evaluations + 2  # + capture + baseline
         b = baseline.get("eval")

@@ -19,7 +19,6 @@ parameter at its first use in iteration T, and reports the objective at T's end 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -556,7 +555,3 @@ class CaptureListener(hooks.Listener):
             "stopped_at": self.stopped_at,
             "notes": self.notes,
         }
-
-
-def _debug(*a) -> None:  # pragma: no cover - kept for interactive harness debugging
-    print("[warpgrad]", *a, file=sys.stderr)

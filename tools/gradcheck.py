@@ -62,6 +62,9 @@ class GradcheckArgs(BaseModel):
     timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit of each run of the script.")
     jobs: int = Field(0, ge=0, le=16, description="Parallel evaluations (0: one per CPU core, at most 4).")
     record: bool = Field(True, description="Append the result to the evidence ledger.")
+    declared_objective: bool = Field(False, description="With a probe: its loss() is declared to be the objective the "
+                                     "script reports. It then counts as the user's objective only if it agrees with "
+                                     "what the script reports at the same parameters.")
 
 
 class ParamCheck(BaseModel):
@@ -111,6 +114,12 @@ class GradcheckResult(BaseModel):
     harness: dict[str, Any] = {}
     files: dict[str, str] = {}
     full_horizon: bool = True
+    objective_kind: Literal["script", "partial", "probe", "probe_declared"] = Field(
+        "script", description="script: the scalar the script seeds or reports; partial: a named variable, a sub-array "
+        "or an intermediate not shown to be that objective (partial evidence); probe: a probe's loss(); "
+        "probe_declared: a probe loss() declared to be, and agreeing with, the script's reported objective.")
+    iterations: list[int] = Field(default_factory=list, description="Training iterations checked (first and a later "
+                                  "one by default).")
     forward_nonfinite: bool = Field(False, description="The objective itself is NaN/inf before any update: a forward bug.")
     device: str = ""
     warp_version: str = ""

@@ -120,6 +120,7 @@ class GradcheckResult(BaseModel):
         "probe_declared: a probe loss() declared to be, and agreeing with, the script's reported objective.")
     iterations: list[int] = Field(default_factory=list, description="Training iterations checked (first and a later "
                                   "one by default).")
+    nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
     forward_nonfinite: bool = Field(False, description="The objective itself is NaN/inf before any update: a forward bug.")
     device: str = ""
     warp_version: str = ""
@@ -291,13 +292,6 @@ def _refusal(args: GradcheckArgs, cap: dict[str, Any], res: GradcheckResult) -> 
                 "a hand-written multi-tape backward such as gradient checkpointing. Capture does not follow it and "
                 "gives no verdict: check the forward's own loss against the gradient the update consumes with a "
                 "probe file (params/loss/grad; see references/verification.md), or name the loss with --objective")
-    seeds_list = cap.get("objective_seeds") or []
-    hand_chain = [sd for sd in seeds_list if sd.startswith(("hand-seeded", "grads="))]
-    if (cap.get("backward_calls") or 0) > 1 and hand_chain:
-        return (f"iteration {res.iteration} runs {cap['backward_calls']} backward passes seeded by hand "
-                f"({', '.join(sorted(set(seeds_list)))}): a hand-written backward such as gradient checkpointing. "
-                "Capture cannot tell which objective that differentiates; name it with --objective VARIABLE, or "
-                "write a probe file (params/loss/grad)")
     if cap.get("unseeded_backward"):
         return ("a tape.backward() ran with no loss, no grads= and no nonzero seed gradient on an array the tape "
                 "writes, so capture cannot tell what it differentiates; write a probe file (params/loss/grad)")
@@ -332,14 +326,16 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
             res.notes.append(note)
         primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True)
         others = [o for o in cap.get("other_iterations") or [] if o.get("iteration") == 0]
-        if args.iteration is not None or not others or not primary.ok:
+        if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
             return primary
-        # The first iteration too (bugs hide at either end), within the same budget: two directions at the
-        # step the sweep chose for the later iteration.
+        # The first iteration too (bugs hide at either end). Within the same budget when the later one gave a
+        # verdict: two directions at the step its sweep chose. Otherwise a sweep of its own (a bad first step
+        # can leave the later iteration unjudgeable while the first shows the bug plainly).
         first = GradcheckResult(ok=False, mode="capture", script=rel, device=res.device,
                                 warp_version=res.warp_version, files=res.files)
-        first, _ = _check_iteration(args, first, dict(cap, **others[0]), ev, factor, t0, baseline=False,
-                                    after=(primary.eps or fd.STEPS[1], trunc_rel or 0.0))
+        definite = primary.passed is not None and primary.eps is not None and trunc_rel is not None
+        first, _ = _check_iteration(args, first, dict(cap, **others[0]), ev, factor, t0, baseline=not definite,
+                                    after=(primary.eps, trunc_rel) if definite else None)
         return _combine(primary, first)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -431,6 +427,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
     if b is not None and b.error is None and b.objective is not None and b.objective != objective:
         rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
         if rel_diff > 1e-6:
+            res.nondeterministic = True
             return _finish(res, report, fparams, cap, override=(
                 "inconclusive", (f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
                 f"the first run gave {objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is "

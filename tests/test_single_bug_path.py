@@ -36,7 +36,7 @@ def read_what_diagnose_cites(request: dict[str, Any]):
     assert diagnosis["gradients_wrong"] is True and diagnosis["signature"] == "zero", diagnosis["summary"]
     top = diagnosis["hypotheses"][0]
     assert top["file"] and top["line"], top
-    return tool_use("read_file", path=top["file"], start_line=max(1, top["line"] - 2), max_lines=6)
+    return tool_use("read_file", path=top["file"], start_line=max(1, top["line"] - 10), max_lines=21)
 
 
 def patch_what_was_read(request: dict[str, Any]):

@@ -253,6 +253,12 @@ def test_every_tool_and_argument_the_skill_cites_exists_in_the_tool_schemas():
     cited_tools = set(re.findall(r"`([a-z_]+)`", text)) & (set(prompt.KNOWN_TOOLS) | set(schemas))
     assert cited_tools <= set(schemas) | {"read_reference"}, cited_tools - set(schemas)
     assert set(prompt.KNOWN_TOOLS) <= set(schemas)
+    # Wherever the text says "`tool` with `argument`", the argument must be in that tool's schema.
+    for tool, argument in re.findall(r"`(\w+)` with `(\w+)=?`", text):
+        if tool in schemas:
+            properties = schemas[tool]["input"]["properties"]
+            values = {v for p in properties.values() for v in p.get("enum", [])}
+            assert argument in properties or argument in values, (tool, argument)
     for tool, argument in CITED_ARGUMENTS:
         assert re.search(rf"`{argument}[=`]", text), (tool, argument)
         assert argument in schemas[tool]["input"]["properties"], (tool, argument)
@@ -413,3 +419,6 @@ def test_prompt_token_benchmark_prints_the_counts():
     counts = json.loads(proc.stdout)
     assert 0 < counts["skill_tokens"] < counts["skill_with_references_tokens"]
     assert counts["skill_tokens"] == len(prompt.render_skill()) // 4
+    assert counts["references_tokens"] == sum(
+        counts[f"{name.removesuffix('.md')}_tokens"] for name in prompt.reference_names()
+    )

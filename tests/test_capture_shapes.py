@@ -92,3 +92,20 @@ def test_newton_diffsim_examples_get_no_false_alarm(tmp_path, example):
     # These examples replay a captured graph: capture declines with that reason rather than guess.
     assert r.passed is not False, (r.signature, r.explanation)
     assert r.passed is True or "graph capture" in r.reason, r.reason
+
+
+def test_a_one_off_sanity_backward_before_training_is_not_truncation(tmp_path):
+    r = _check(tmp_path, "sanity_check_then_train")
+    assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.explanation)
+
+
+def test_the_parameter_change_shows_which_gradient_a_plain_step_applied(tmp_path):
+    # The fresh gradient is read and logged, but the step applies the one kept from the previous iteration.
+    r = _check(tmp_path, "lagged_gradient")
+    assert r.passed is False and r.stale_read, (r.signature, r.notes)
+    assert any("follows the gradient of 1 iteration(s) earlier" in n for n in r.notes)
+
+
+def test_a_plain_host_step_is_cross_checked_against_the_consumed_gradient(tmp_path):
+    r = _check(tmp_path, "rebuild_each_iter")
+    assert any("plain step along the consumed gradient" in n for n in r.notes), r.notes

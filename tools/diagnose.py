@@ -181,21 +181,25 @@ class _Ranker:
 def _signature_hypotheses(rk: _Ranker, gc: GradcheckResult, script: str) -> None:
     """Hypotheses the FD evidence implies by itself (a location comes from rules/hazards that agree)."""
     sig = gc.signature
+    if gc.stale_read:
+        rk.add("the update applies a gradient read before this iteration's backward (a stale read)", "WG015", None,
+               None, 0.8, Evidence(source="gradcheck", detail="; ".join(p.how or "" for p in gc.params)),
+               "references/quick-checks.md", "read the gradient after tape.backward() and before the update")
     if sig == "grows_across_iterations":
         rk.add("gradients accumulate across iterations (not zeroed before backward)", "WG003", None, None, 0.7,
                Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference, TABLE[sig].next_check)
     elif sig == "truncation":
         rk.add("backward per step: each tape covers part of the horizon (gradient truncation)", "WG004", None, None, 0.8,
                Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference, TABLE[sig].next_check)
-    elif sig == "exact_factor" and any("prints is" in n for n in gc.notes):
+    elif sig == "exact_factor" and gc.reported_factor is not None:
         rk.add("the backward seed does not match the reported objective (sum seeded, mean reported)", "WG016", None,
                None, 0.8, Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference,
                TABLE[sig].next_check)
-    elif sig == "inconclusive" and "not deterministic" in gc.reason:
+    elif sig == "inconclusive" and gc.nondeterministic:
         rk.add("the forward is not deterministic: FD cannot judge the gradient until the noise is pinned", None,
                script, None, 0.6, Evidence(source="gradcheck", detail=gc.reason), "references/verification.md",
                "seed every random source (np.random.default_rng(seed), wp.rand_init(seed, ...)) and rerun gradcheck")
-    elif sig == "inconclusive" and "FD cannot resolve" in gc.reason:
+    elif sig == "inconclusive" and gc.fd_unresolvable:
         rk.add("the objective's float32 rounding swamps the perturbation (cancellation)", None, script, None, 0.6,
                Evidence(source="gradcheck", detail=gc.reason), "references/verification.md",
                "subtract the constant part of the loss or accumulate it in float64, then rerun gradcheck")
@@ -267,14 +271,14 @@ def _ruled_out(res: DiagnoseResult) -> list[str]:
     out = []
     gc = res.gradcheck
     if gc and gc.ok:
-        if not any("unperturbed rerun" in n for n in gc.notes) and "not deterministic" not in gc.reason:
+        if not any("unperturbed rerun" in n for n in gc.notes) and not gc.nondeterministic:
             out.append("a stochastic forward: an unperturbed rerun reproduced the objective exactly")
         if gc.signature != "grows_across_iterations" and (gc.iteration or 0) >= 1:
             out.append(f"gradient accumulation across iterations: no parameter gradient was left nonzero before "
                        f"iteration {gc.iteration}'s backward")
         if (gc.backward_calls or 1) == 1:
             out.append("tape-per-step truncation: one backward call feeds each update")
-        if not any("prints is" in n for n in gc.notes) and not gc.objective.startswith("variable"):
+        if gc.printed_vs_seeded == "same":
             out.append("a seed/objective mismatch: the printed loss equals the loss seeded into backward")
         if not any(p.nonfinite for p in gc.params):
             out.append("NaN/inf in the gradient")

@@ -105,6 +105,8 @@ class FDReport(BaseModel):
     ratio_mean: float | None = None
     ratio_spread: float | None = None
     flat: bool = Field(False, description="AD is exactly zero and the objective did not move at the small steps")
+    unresolvable: bool = Field(False, description="The objective's float rounding is comparable to its change at "
+                               "every step")
     unreached: bool = Field(False, description="The objective never moved under any perturbation (not even the "
                             "largest step): the perturbation did not reach it")
     trunc_rel: float | None = Field(None, description="FD truncation error relative to the size of the terms, "
@@ -207,7 +209,7 @@ class FDEngine:
                 resolvable = [s for s in sweep if _resolvable(s)]
         if not resolvable:
             return FDReport(
-                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
+                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations, unresolvable=True,
                 reason=(f"FD cannot resolve this objective: at every step the float rounding of the objective "
                         f"(|L| = {abs(self.base_objective):.3g}) is comparable to its change; the comparison would "
                         "measure float32 cancellation, not the gradient. Reduce the objective's magnitude "
@@ -317,7 +319,7 @@ class FDEngine:
                             reason=f"the objective did not change at all at step {step:g} while AD·v is nonzero: the "
                                    "perturbation did not reach the objective, or it is piecewise constant here")
         if not any(abs(fd) > 4 * rb or mag > 4 * rb for fd, ad, rb, mag in points):
-            return FDReport(verdict="inconclusive", directions=checks, evaluations=self.evaluations,
+            return FDReport(verdict="inconclusive", directions=checks, evaluations=self.evaluations, unresolvable=True,
                             reason="FD cannot resolve this objective at this iteration: its float rounding is "
                                    "comparable to its change at the chosen step")
         report = FDReport(verdict="agree" if all(c.agree for c in checks) else "disagree", step=step,

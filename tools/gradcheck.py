@@ -38,7 +38,8 @@ from warpgrad.tools.workspace import rel_path, resolve_path
 
 Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
                     "grows_across_iterations", "truncation", "inconclusive"]
-EPS_POLICY = "central differences along seeded Gaussian directions scaled by each parameter's RMS; " \
+PrintedRelation = Literal["same", "factor", "different", "not_printed"]
+EPS_POLICY = "central differences along seeded Gaussian directions scaled by the RMS of each parameter lane; " \
              f"step sweep {', '.join(f'{s:g}' for s in fd.STEPS)}; noise band from the sweep"
 
 
@@ -121,6 +122,13 @@ class GradcheckResult(BaseModel):
     iterations: list[int] = Field(default_factory=list, description="Training iterations checked (first and a later "
                                   "one by default).")
     nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
+    fd_unresolvable: bool = Field(False, description="The objective's float rounding swamps its change at every step.")
+    perturbation_unreached: bool = Field(False, description="The objective never moved under any perturbation.")
+    stale_read: bool = Field(False, description="An update applies a gradient read before this iteration's backward.")
+    printed_vs_seeded: PrintedRelation = Field("not_printed", description="How the loss the script prints relates "
+                                               "to the one seeded into backward.")
+    reported_factor: float | None = Field(None, description="The printed loss is this × the seeded one (FD is of "
+                                          "the printed one).")
     forward_nonfinite: bool = Field(False, description="The objective itself is NaN/inf before any update: a forward bug.")
     device: str = ""
     warp_version: str = ""
@@ -189,9 +197,10 @@ class _Evaluator:
 
     def _result(self, iteration: int, o: HarnessOutcome) -> fd.Evaluation:
         d = (o.data or {}).get("capture") or {}
-        if d.get("listener_error"):
+        internal = d.get("listener_error") or ((o.data or {}).get("listener_errors") or {}).get("capture")
+        if internal:
             return fd.Evaluation(None, error=f"warpgrad's capture failed inside a perturbed run (an internal error, "
-                                             f"not your script): {d['listener_error'].splitlines()[0]}")
+                                             f"not your script): {internal.splitlines()[0]}")
         if o.data is None or (o.data.get("error") and not d.get("reached")):
             r = describe_run(o.process, o.data, self.workspace, self.script, self.args.args)
             return fd.Evaluation(None, error=f"a perturbed run failed before iteration {iteration}'s update: "
@@ -320,18 +329,22 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
         res.device, res.warp_version, res.files = data.get("device", ""), data.get("warp_version", ""), data.get("files", {})
         if run.error is not None:
             return _fail(res, f"the script does not run: {run.error.message}", run.error)
-        if cap.get("listener_error"):
+        internal = cap.get("listener_error") or (data.get("listener_errors") or {}).get("capture")
+        if internal:
             return _fail(res, "warpgrad's capture failed (an internal error in warpgrad, not in your script): "
-                              f"{cap['listener_error']}")
+                              f"{internal}")
         res.notes += cap.get("notes", [])
         res.iteration, res.backward_calls = cap.get("iteration"), cap.get("backward_calls")
         refusal = _refusal(args, cap, res)
         if refusal:
             return _fail(res, refusal)
         ev = _Evaluator(args, workspace, script, base_cfg, tmp, cap["scheme"])
-        factor, note = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
-        if note:
-            res.notes.append(note)
+        factor, printed = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
+        res.printed_vs_seeded = printed
+        if printed == "different":
+            res.notes.append("the loss the script prints is not the loss seeded into backward; the check differenced "
+                             "the seeded one. If the printed quantity is the real objective, rerun with --objective "
+                             "VARIABLE")
         primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True)
         others = [o for o in cap.get("other_iterations") or [] if o.get("iteration") == 0]
         if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
@@ -365,11 +378,15 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
     if not params:
         return _failed(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
                           "depend on them through the tape (gradient chain cut before the first kernel?)")
+    for p in params:
+        if p.get("crosscheck"):
+            res.notes.append(f"{p['name']}: {p['crosscheck']}")
     stale_reads = [p["name"] for p in params if p.get("stale_read")]
+    res.stale_read = bool(stale_reads)
     if stale_reads:
-        res.notes.append(f"the update of {', '.join(stale_reads)} applies a gradient read on the host BEFORE this "
-                         "iteration's backward (a stale read, quick-check WG015): the check compares that stale "
-                         "gradient with FD at the current parameters")
+        res.notes.append(f"the update of {', '.join(stale_reads)} applies a stale gradient (read before this "
+                         "iteration's backward, or kept from an earlier iteration; quick-check WG015): the check "
+                         "compares that stale gradient with FD at the current parameters")
     objective = cap.get("objective")
     seeds = ", ".join(cap.get("objective_seeds") or [])
     if args.objective:
@@ -380,8 +397,8 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
                          f"objective ({seeds})")
     else:
         res.objective = f"sum of the losses seeded into backward in iteration {res.iteration} ({seeds})"
-    if not args.objective and factor is None and any("uniform seed" in sd for sd in cap.get("objective_seeds") or []) \
-            and any("not the loss seeded" in n for n in res.notes):
+    if not args.objective and res.printed_vs_seeded == "different" and any(
+            "uniform seed" in sd for sd in cap.get("objective_seeds") or []):
         res.objective_kind = "partial"  # an implied sum over per-element terms the script does not report
     res.gradient = "; ".join(f"{p['name']}: {p['how']}" for p in params)
     res.objective_value = objective
@@ -444,6 +461,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
         res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
     if b is not None and b.error is not None:
         return _failed(res, f"the unperturbed rerun failed: {b.error}")
+    res.reported_factor = factor
     if factor is not None:
         res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward; FD is of the "
                          "printed one")
@@ -485,29 +503,29 @@ def _nice(c: float) -> bool:
     return False
 
 
-def _reported_factor(stdout: str, seeded: list[float], objective_name: str | None) -> tuple[float | None, str | None]:
-    """(c, note): c when the script prints c × the seeded loss (c an integer or 1/integer) at every aligned
-    iteration; a note when it prints a different quantity the check did not difference."""
+def _reported_factor(stdout: str, seeded: list[float], objective_name: str | None) -> tuple[float | None, PrintedRelation]:
+    """How the loss the script prints relates to the loss seeded into backward, at aligned iterations: the same
+    value, c × it (c an integer or 1/integer: a sum/mean mix-up; returned as the factor), a different quantity,
+    or nothing printed. Two aligned iterations at least: one coincidence is not a relation."""
     if objective_name or not seeded:
-        return None, None
+        return None, "not_printed"
     printed = [p.value for p in parse_losses(strip_warp_chatter(stdout))]
     if not printed:
-        return None, None
+        return None, "not_printed"
     # Scripts print either before their update (the loss of this iteration) or after it (the next one's).
     for offset in (0, 1):
         pairs = [(pv, sv) for pv, sv in zip(printed, seeded[offset:]) if sv != 0 and np.isfinite(pv) and np.isfinite(sv)]
         if len(pairs) < 2:
-            continue  # one coincidence is not a relation between what is printed and what is seeded
+            continue
         ratios = [pv / sv for pv, sv in pairs]
         c = float(np.mean(ratios))
         # Printed values are rounded (often to 4-6 digits): only a clearly different constant counts.
         if all(abs(r - c) <= 1e-3 * abs(c) for r in ratios):
             if abs(c - 1.0) <= 1e-3:
-                return None, None
+                return None, "same"
             if c > 0 and _nice(c):
-                return c, None
-    return None, ("the loss the script prints is not the loss seeded into backward; the check differenced the seeded "
-                  "one. If the printed quantity is the real objective, rerun with --objective VARIABLE")
+                return c, "factor"
+    return None, "different"
 
 
 def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], cap: dict[str, Any], *,
@@ -517,6 +535,7 @@ def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], 
     grads = [p.grad for p in fparams]
     res.ok = True
     res.sweep, res.directions, res.elements = report.sweep, report.directions, report.elements
+    res.fd_unresolvable, res.perturbation_unreached = report.unresolvable, report.unreached
     res.eps, res.noise_band = report.step, report.noise_band
     res.ratio_mean, res.ratio_spread = report.ratio_mean, report.ratio_spread
     res.evaluations = max(res.evaluations, report.evaluations)

@@ -134,6 +134,14 @@ def _written_args(kernel) -> set[int] | None:
     return _WRITES[key]
 
 
+def _same_slot(a: str, b: str) -> bool:
+    """Two roles name the same argument slot of the same kernel (or copy), whatever the occurrence count:
+    `launch:k:3:1` and `launch:k:7:1` are both argument 1 of kernel k."""
+    pa, pb = a.split(":"), b.split(":")
+    return len(pa) == len(pb) and pa[0] == pb[0] and pa[1] == pb[1] and pa[3:] == pb[3:] if pa[0] == "launch" \
+        else pa[0] == pb[0] and pa[2:] == pb[2:]
+
+
 def _tape_arrays(tape) -> list:
     seen: dict[int, Any] = {}
     for launch in tape.launches:
@@ -180,8 +188,6 @@ class RunListener(hooks.Listener):
         self.tapes += 1
 
     def before_backward(self, tape, loss, grads) -> None:
-        if self.capturing:
-            self.graph_events.append("tape.backward recorded into a captured graph (it runs only on replay)")
         self.backward_calls += 1
 
     def optimizer_step(self, opt, grads) -> None:
@@ -247,6 +253,9 @@ class CaptureListener(hooks.Listener):
         self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
         self.updated: set[int] = set()  # parameters written by an update since the iteration's backward
         self.capturing = False
+        self.pending_uses: dict[int, str] = {}
+        self.pending_arrays: dict[int, Any] = {}
+        self.history: dict[str, list[np.ndarray]] = {}  # consumed gradients of earlier iterations, by name
         self.graph_events: list[str] = []  # what was recorded into, or replayed from, a captured graph
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
@@ -275,6 +284,7 @@ class CaptureListener(hooks.Listener):
             else:
                 self.phase = "pending"  # resolved by the next use of a consumed parameter, or by backward
                 self.pending_uses = {}
+                self.pending_arrays = {}
         elif self.phase == "backward":
             self.phase = "forward"
 
@@ -290,16 +300,24 @@ class CaptureListener(hooks.Listener):
 
     def _resolve_pending(self, same_iteration: bool) -> None:
         uses, self.pending_uses = self.pending_uses, {}
+        arrays, self.pending_arrays = self.pending_arrays, {}
         if same_iteration:
             self.phase = "forward"
         else:
             self._new_iteration()  # a parameter rebuilt as a new array: the old one is never used again
+            for oid, role in uses.items():
+                self._crosscheck_rebuilt(role, arrays[oid])
         rec = self._iter(self.iters, self.it)
         if rec is not None:
             for oid, role in uses.items():
                 rec.first_use.setdefault(oid, role)
 
     def _new_iteration(self) -> None:
+        done = self.iters.get(self.it)
+        if done is not None:
+            for p in done.params.values():
+                g = np.sum(p["grads"], axis=0) if p.get("zeroed_between") else p["grads"][-1]
+                self.history.setdefault(p["name"], []).append(g)
         self.it += 1
         self.phase = "forward"
         self.update_seen = False
@@ -322,12 +340,15 @@ class CaptureListener(hooks.Listener):
                 yield f"launch:{key}:{occ}:{idx}{'.' + path if path else ''}", arr
 
     def _note_use(self, role: str, arr) -> None:
+        if self.phase != "pending":
+            self._crosscheck_rebuilt(role, arr)
         if self.phase == "pending":
             rec = self.iters.get(self.it)
             if rec is not None and id(arr) in rec.owners and rec.owners[id(arr)] is arr:
                 self._resolve_pending(same_iteration=True)  # the unchanged parameter is used again
             else:
                 self.pending_uses.setdefault(id(arr), role)
+                self.pending_arrays[id(arr)] = arr
         for table, i in ((self.iters, self.it), (self.bwd_iters, self.bwd)):
             if table is self.iters and self.phase == "pending":
                 continue
@@ -400,6 +421,71 @@ class CaptureListener(hooks.Listener):
             if isinstance(call.dest, wp.array):
                 self._param_written(call.dest)  # p.assign(...) / wp.copy(p, ...) outside the tape
 
+    def after_copy(self, call: hooks.CopyCall) -> None:
+        if not call.in_backward and call.tape is None and isinstance(call.dest, wp.array):
+            self._crosscheck(self.iters.get(self.it), call.dest, call.dest)
+
+    def after_launch(self, call: hooks.LaunchCall) -> None:
+        if call.in_backward or call.taped or call.in_optimizer:
+            return
+        for arg in call.args:
+            for _, arr in hooks.iter_arrays(arg):
+                self._crosscheck(self.iters.get(self.it), arr, arr)
+
+    def _crosscheck_rebuilt(self, role: str, arr) -> None:
+        """A new array at a role a parameter of the previous iteration had: that parameter rebuilt from host
+        values, so its new values are the update's result."""
+        prev = self.iters.get(self.it - 1)
+        if prev is not None and self.mode == "capture":
+            for oid, r in prev.first_use.items():
+                if _same_slot(r, role) and oid in prev.params and prev.owners[oid] is not arr:
+                    self._crosscheck(prev, prev.owners[oid], arr)
+                    return
+
+    def _crosscheck(self, rec: _Iter | None, owner, new) -> None:
+        """Where the update is a plain step, the parameter's own change says which gradient it applied:
+        Δp = -lr·g. Confirms the consumed gradient, or finds the older gradient the step really followed."""
+        if rec is None or self.mode != "capture" or rec.owners.get(id(owner)) is not owner:
+            return
+        p = rec.params[id(owner)]
+        if p.get("crosscheck"):
+            return
+        new_value = _np(new).astype(np.float64)
+        if new_value.shape != p["value"].shape:
+            return
+        dp = (new_value - p["value"]).reshape(-1)
+        if not np.any(dp):
+            p["crosscheck"] = "the update left the parameter unchanged"
+            return
+        consumed = (np.sum(p["grads"], axis=0) if p.get("zeroed_between") else p["grads"][-1]).reshape(-1)
+
+        def residual(g: np.ndarray) -> float:
+            """Relative residual of the best plain step Δp = -lr·g (lr > 0 by least squares); 1 when none."""
+            gg = float(np.dot(g, g))
+            lr = -float(np.dot(dp, g)) / gg if gg > 0 else 0.0
+            return float(np.linalg.norm(dp + lr * g) / np.linalg.norm(dp)) if lr > 0 else 1.0
+
+        # Successive gradients are often nearly parallel, so "which one" is read off the residual, not the
+        # angle: the gradient the step really applied leaves only float rounding behind.
+        r_consumed = residual(consumed)
+        older = [(k, old) for k, old in enumerate(reversed(self.history.get(p["name"], [])), start=1)
+                 if old.size == consumed.size]
+        best = min(((residual(old.reshape(-1)), k, old) for k, old in older), default=None, key=lambda t: t[0])
+        if best is not None and best[0] < 1e-3 and best[0] * 10 < r_consumed:
+            r, k, old = best
+            p["grads"], p["zeroed_between"], p["stale_read"] = [old.reshape(p["grad"].shape)], False, True
+            p["how"] += (f"; cross-check: the parameter change is a step along the gradient consumed {k} "
+                         f"iteration(s) earlier (residual {r:.1e}), not this iteration's ({r_consumed:.1e}): a stale "
+                         "gradient")
+            p["crosscheck"] = f"the parameter change follows the gradient of {k} iteration(s) earlier: a stale gradient"
+            return
+        if r_consumed < 1e-3:
+            p["crosscheck"] = (f"the parameter change is a plain step along the consumed gradient (residual "
+                               f"{r_consumed:.1e})")
+            return
+        p["crosscheck"] = ("not a plain gradient step (momentum, Adam, clipping, a projection): the consumed "
+                           "gradient is not cross-checked against the parameter change")
+
     def tape_enter(self, tape) -> None:
         self._forward_activity()
 
@@ -411,6 +497,8 @@ class CaptureListener(hooks.Listener):
 
     # ---------------------------------------------------------------- backward: the objective
     def before_backward(self, tape, loss, grads) -> None:
+        if self.capturing:
+            self.graph_events.append("tape.backward recorded into a captured graph (it runs only on replay)")
         if self.phase == "pending":
             self._resolve_pending(same_iteration=False)
         elif self.phase == "consuming":
@@ -667,6 +755,7 @@ class CaptureListener(hooks.Listener):
                 "name": p["name"], "role": role, "how": p["how"], "shape": p["shape"], "dtype": p["dtype"],
                 "numpy_shape": list(p["grad"].shape), "grad_file": str(gpath), "value_file": str(vpath),
                 "requires_grad": p["requires_grad"], "stale_read": bool(p.get("stale_read")),
+                "crosscheck": p.get("crosscheck"),
             })
         return {
             "iteration": rec.index,

@@ -15,7 +15,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
-from warpgrad.tools.ledger import OUTCOMES, GateResult, Ledger, check_finish
+from warpgrad.tools.gate import OUTCOMES, GateResult, check_finish
+from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError
 from warpgrad.tools.report import build_report, render_markdown, report_json
 from warpgrad.tools.workspace import undo

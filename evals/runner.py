@@ -124,7 +124,8 @@ def run_autopilot(case: CaseMeta, ws: Path, score: CaseScore) -> None:
 
 def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
     """Verdict, signature and root cause of a model-driven session, read from its ledger."""
-    from warpgrad.tools.ledger import Ledger, check_finish
+    from warpgrad.tools.gate import check_finish
+    from warpgrad.tools.ledger import Ledger
 
     records = Ledger(ws).records()
     checks = [r for r in records if r.kind == "gradcheck" and r.payload.get("ok")]

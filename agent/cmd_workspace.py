@@ -25,6 +25,15 @@ _WS = Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root (de
 _JSON = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of text for people.")]
 
 
+def _require_workspace(workspace: Path, command: str) -> None:
+    """A missing folder is an error, never an empty report or an empty ledger."""
+    if not workspace.is_dir():
+        what = "is not a folder" if workspace.exists() else "does not exist"
+        print(f"warpgrad {command}: the workspace {workspace} {what}; pass the folder that holds .warpgrad/ "
+              "(--workspace)", file=sys.stderr)
+        raise typer.Exit(2)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("undo")
     def undo_cmd(
@@ -61,6 +70,7 @@ def register(app: typer.Typer) -> None:
         as_json: _JSON = False,
     ) -> None:
         """Check the finish gate: exit 0 when the ledger proves OUTCOME, 2 with what is missing when not."""
+        _require_workspace(workspace, "gate")
         if outcome is None:
             last = next((r for r in reversed(Ledger(workspace).records()) if r.kind == "finish"), None)
             if last is None:
@@ -108,6 +118,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the report to this file.")] = None,
     ) -> None:
         """Render the report from the evidence ledger alone (Markdown, or JSON with --json)."""
+        _require_workspace(workspace, "report")
         rep = build_report(workspace)
         text = report_json(rep) if as_json else render_markdown(rep)
         if output is not None:

@@ -542,6 +542,7 @@ def _fixed(ev: Evidence) -> _Out:
         if not best.missing:
             break
     assert best is not None
+    best.missing = _current_failures(ev) + best.missing
     return best
 
 
@@ -608,7 +609,6 @@ def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
         if not cand.missing:
             break
     assert best is not None
-    best.missing = _current_failures(ev) + best.missing
     return best
 
 
@@ -649,27 +649,29 @@ def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: Ledg
             f"a rerun of the user's workflow after the patch (record {last_patch.seq}) whose objective improves on "
             "the run before it: run_script the workflow again (or the user confirms the symptom is gone)")))
         return out
-    why = ""
+    reasons: list[str] = []  # newest rerun first: its reason is the one worth reading
     for after, av in reversed(reruns):
         stale = ev.stale(after)
         if stale:
-            why = f"the rerun (record {after.seq}) is stale: {', '.join(sorted(stale))} changed since"
+            reasons.append(f"the rerun (record {after.seq}) is stale: {', '.join(sorted(stale))} changed since")
             continue
         if patched and not (patched & set(after.files)):
-            why = (f"the rerun (record {after.seq}, {av.script}) never imported a patched file "
-                   f"({', '.join(sorted(patched))}): it did not run the patched program")
+            reasons.append(f"the rerun (record {after.seq}, {av.script}) never imported a patched file "
+                           f"({', '.join(sorted(patched))}): it did not run the patched program")
             continue
         before = next((b for b, bv in reversed(befores) if _same_workflow(bv, av, same_args=True)), None)
         if before is None:
-            why = (f"there is no run of the same workflow ({av.script}, same script and arguments) before the patch to "
-                   "compare with; run the unpatched workflow (undo, run, redo) or have the user confirm the symptom "
-                   "is gone")
+            reasons.append(f"there is no run of the same workflow ({av.script}, same script and arguments) before the "
+                           "patch to compare with; run the unpatched workflow (undo, run, redo) or have the user "
+                           "confirm the symptom is gone")
             continue
-        ok, why, cmp = objective_improves(before, after)
+        ok, reason, cmp = objective_improves(before, after)
         if ok:
             out.evidence["run_before"], out.evidence["run_after"] = before.seq, after.seq
             out.comparison = cmp
             return out
+        reasons.append(reason)
+    why = reasons[0]
     out.missing.append(tagged("G010", f"a workflow rerun whose objective improves on the run before the patch: {why}"))
     return out
 
@@ -762,12 +764,12 @@ def _not_a_gradient_bug(ev: Evidence) -> _Out:
 def _blocked(ev: Evidence) -> _Out:
     why = [r for r, v in ev.runs if v.failed() and v.says_why()]
     if not why:
-        return _Out(missing=["a recorded failed run that shows why the program cannot run (a run record with "
-                             "ok=false and its error or stderr): run_script the program so the failure is on record"])
+        return _Out(missing=[("a recorded failed run that shows why the program cannot run (a run record with "
+                             "ok=false and its error or stderr): run_script the program so the failure is on record")])
     current = [r for r in why if not ev.stale(r)]
     if not current:
-        return _Out(missing=[f"the failed run (record {why[-1].seq}) is stale: the files changed since; run it again "
-                             "to show it still fails"])
+        return _Out(missing=[(f"the failed run (record {why[-1].seq}) is stale: the files changed since; run it again "
+                             "to show it still fails")])
     return _Out(evidence={"failed_run": current[-1].seq})
 
 
@@ -777,8 +779,8 @@ def _diagnosis_only(ev: Evidence) -> _Out:
     if good:
         return _Out(evidence={"check": good[-1].seq})
     if checks:
-        return _Out(missing=[f"a full-horizon FD check on the files as they are now: the check (record "
-                             f"{checks[-1].seq}) lists no files or is stale; rerun gradcheck"])
+        return _Out(missing=[(f"a full-horizon FD check on the files as they are now: the check (record "
+                             f"{checks[-1].seq}) lists no files or is stale; rerun gradcheck")])
     return _Out(missing=["a full-horizon FD check (gradcheck with ok=true over the user's objective and horizon)"])
 
 

@@ -107,6 +107,17 @@ def test_a_partial_passing_check_does_not_prove_a_fix(ws):
     _refused_by(ws, "fixed", "G003", "is not a pass of the user's objective")
 
 
+def test_a_probe_or_named_variable_check_labelled_script_is_still_partial(ws):
+    probe = {**check_payload(ws, True, max_rel=1e-5), "mode": "probe"}  # objective_kind "script" by default
+    named = {**check_payload(ws, True, max_rel=1e-5), "harness": {"mode": "capture", "objective": "terms"}}
+    for payload, needle in ((probe, "not declared"), (named, "the named variable 'terms'")):
+        (ws / ".warpgrad" / "ledger.jsonl").unlink(missing_ok=True)
+        (ws / ".warpgrad" / "ledger.head").unlink(missing_ok=True)
+        Ledger(ws).append("gradcheck", payload)
+        Ledger(ws).append("run", run_payload(ws, [8.0]))
+        _refused_by(ws, "gradients_correct", "G003", needle)
+
+
 def test_an_undeclared_probe_is_partial_and_a_declared_one_counts_only_when_it_agrees(ws):
     led = Ledger(ws)
     led.append("gradcheck", check_payload(ws, True, max_rel=1e-5, objective_kind="probe"))

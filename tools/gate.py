@@ -158,12 +158,18 @@ class CheckView(_View):
     supersedes: list[int] = Field(default_factory=list, description="Seqs of failing checks this one explains.")
 
     def kind(self) -> ObjectiveKind:
-        if self.objective_kind is not None:
-            return self.objective_kind
-        # Records from before the field: infer it the way capture now sets it.
+        """The objective kind; records from before the field get it inferred the way capture now sets it.
+
+        Whatever a record says, a probe's loss() is never "script" and a capture of a named variable
+        (`--objective NAME`) is never more than "partial" (the contract with capture).
+        """
         if self.mode == "probe":
+            if self.objective_kind in ("probe", "probe_declared"):
+                return self.objective_kind
             return "probe_declared" if self.harness.declared_objective else "probe"
-        return "partial" if self.harness.objective else "script"
+        if self.harness.objective:
+            return "partial"
+        return self.objective_kind or "script"
 
     def covered_iterations(self) -> list[int]:
         """Training iterations the check covered; old records name only `iteration` (a probe: its params())."""

@@ -172,6 +172,15 @@ def test_a_failure_the_engine_marked_unreliable_is_explained_by_a_later_check_th
     assert gate.accepted, gate.missing
 
 
+def test_a_nondeterministic_failing_check_is_explained_by_a_later_check_that_supersedes_it(ws):
+    led = Ledger(ws)
+    led.append("gradcheck", {**check_payload(ws, False, harness="capture"), "nondeterministic": True})  # record 1
+    led.append("run", run_payload(ws, [8.0, 8.0]))
+    _refused_by(ws, "gradients_correct", "G002", "the objective is not deterministic")
+    led.append("gradcheck", {**check_payload(ws, True, max_rel=1e-5), "supersedes": [1]})
+    assert check_finish(ws, "gradients_correct").accepted
+
+
 # -- false acceptance 4: the run before the patch showed nothing to compare ------------------------------
 
 
@@ -394,3 +403,21 @@ def test_a_metric_needs_a_name_or_a_valid_regex_and_a_target_for_closer():
     assert spec.values("final pos: (0.5, 2)\nfinal pos: (-1e-3, 2)") == [0.5, -0.001]
     named = RunScriptArgs(script="s.py", metric="x_T", metric_direction="higher").metric_spec()
     assert named.values("x_T = +0.98724\nmax_x_T = 5\nx_T: nan") [:1] == [0.98724]
+
+
+@pytest.mark.warp
+def test_gradients_correct_through_the_real_tools_on_a_correct_program(tmp_path):
+    """Capture's default check covers the first and a later iteration; with a workflow run the outcome
+    stands (the contract between capture and the gate, end to end)."""
+    from warpgrad.tools.registry import load_tools
+
+    tools = load_tools()
+    (tmp_path / "sim.py").write_text(SIM.replace("y = wp.zeros(N, dtype=float)",
+                                                 "y = wp.zeros(N, dtype=float, requires_grad=True)"), encoding="utf-8")
+    check = tools["gradcheck"].call({"script": "sim.py", "directions": 1}, tmp_path)
+    assert check.passed is True and check.objective_kind == "script", check.reason
+    assert 0 in check.iterations and any(i > 0 for i in check.iterations), check.iterations
+    _refused_by(tmp_path, "gradients_correct", "G007")
+    tools["run_script"].call({"script": "sim.py"}, tmp_path)
+    gate = check_finish(tmp_path, "gradients_correct")
+    assert gate.accepted, gate.missing

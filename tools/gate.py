@@ -55,7 +55,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          summary="No outcome that claims correct gradients stands while a check on the current files fails.",
          why="An older pass with another harness or iteration outweighed the latest failing check.",
          satisfied_by="Every conclusive check on the files as they are now passes, or a later check explains the "
-                      "failure: the failing check is marked unreliable by the engine (`unreliable_reason`) and a "
+                      "failure: the failing check is marked unreliable by the engine (`nondeterministic`, or "
+                      "`unreliable_reason`) and a "
                       "later passing check of the full objective on the same files names it in `supersedes`."),
     Rule(id="G003", name="full-objective",
          summary="A check of a partial objective (a named variable, a sub-array, an intermediate, an undeclared "
@@ -155,6 +156,7 @@ class CheckView(_View):
     script: str | None = None
     probe: str | None = None
     unreliable_reason: str | None = Field(None, description="Set by the engine when the check cannot be trusted.")
+    nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
     supersedes: list[int] = Field(default_factory=list, description="Seqs of failing checks this one explains.")
 
     def kind(self) -> ObjectiveKind:
@@ -316,6 +318,12 @@ class Check:
 
     def real_pass(self) -> bool:
         return self.v.passed is True and not self.v.all_zero()
+
+    def unreliable(self) -> str | None:
+        """Why the engine marked this check unreliable (None: it did not)."""
+        if self.v.unreliable_reason:
+            return self.v.unreliable_reason
+        return "the objective is not deterministic" if self.v.nondeterministic else None
 
 
 class Evidence:
@@ -498,14 +506,14 @@ def _current_failures(ev: Evidence, *, after_seq: int = -1) -> list[str]:
             continue
         explainer = next((c for c in ev.checks if c.seq > f.seq and f.seq in c.v.supersedes and c.real_pass()
                           and c.full_objective() and ev.current(c.rec) and c.files == f.files), None)
-        if explainer is not None and f.v.unreliable_reason:
+        if explainer is not None and f.unreliable():
             continue
         hint = ""
         if explainer is not None:
             hint = (f"; check {explainer.seq} claims to supersede it but the engine did not mark the failing check "
                     "unreliable")
-        elif f.v.unreliable_reason:
-            hint = (f"; the engine marked it unreliable ({f.v.unreliable_reason}) but no later passing check of the "
+        elif f.unreliable():
+            hint = (f"; the engine marked it unreliable ({f.unreliable()}) but no later passing check of the "
                     "full objective on these files supersedes it")
         out.append(tagged("G002", (
             f"the check at record {f.seq} (harness {_short(f.v.harness_id)}, iterations "

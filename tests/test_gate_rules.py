@@ -4,6 +4,7 @@ passes by naming the metric, without editing the user's print line."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -421,3 +422,20 @@ def test_gradients_correct_through_the_real_tools_on_a_correct_program(tmp_path)
     tools["run_script"].call({"script": "sim.py"}, tmp_path)
     gate = check_finish(tmp_path, "gradients_correct")
     assert gate.accepted, gate.missing
+
+
+@pytest.mark.warp
+def test_warpgrad_run_takes_the_metric_and_refuses_a_bad_direction(metric_ws):
+    base = [sys.executable, "-m", "warpgrad", "run", "sim.py", "--workspace", str(metric_ws), "--device", "cpu"]
+    p = subprocess.run(base + ["--metric", "x_T", "--metric-direction", "closer", "--metric-target", "1.0", "--json"],
+                       capture_output=True, text=True, timeout=300, check=False, cwd=metric_ws)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["metric"] == {"name": "x_T", "regex": None, "direction": "closer", "target": 1.0}
+    assert out["metric_values"] == [0.0] and out["metric_final"] == 0.0
+    rec = Ledger(metric_ws).records()[-1]
+    assert rec.kind == "run" and rec.payload["metric"]["name"] == "x_T" and rec.payload["metric_final"] == 0.0
+    bad = subprocess.run(base + ["--metric", "x_T", "--metric-direction", "sideways"], capture_output=True,
+                         text=True, timeout=300, check=False, cwd=metric_ws)
+    assert bad.returncode == 2 and "metric_direction" in (bad.stdout + bad.stderr)
+    assert len(Ledger(metric_ws).records()) == 1  # the refused call ran nothing and recorded nothing

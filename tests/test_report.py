@@ -189,6 +189,10 @@ def test_the_report_command_on_a_missing_folder_exits_2_with_a_clear_error(tmp_p
                            text=True, encoding="utf-8", check=False, timeout=60)
         assert p.returncode == 2 and p.stdout == ""
         assert str(target) in p.stderr and ("does not exist" in p.stderr or "is not a folder" in p.stderr)
+        g = subprocess.run([sys.executable, "-c", _CLI, "gate", "--outcome", "fixed", "-w", str(target)],
+                           capture_output=True, text=True, encoding="utf-8", check=False, timeout=60)
+        assert g.returncode == 2 and str(target) in g.stderr
+    assert not (tmp_path / "no-such-workspace").exists()  # nothing was created on the way
 
 
 def test_the_report_says_whether_the_ledger_is_signed(finished, tmp_path):

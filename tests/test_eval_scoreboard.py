@@ -164,6 +164,12 @@ def test_no_tool_reads_or_writes_a_grader_from_an_eval_workspace(tmp_path):
         load_tools()["apply_patch"].call({"diff": diff}, ws)
     assert tried >= 8 * len(targets)
     assert {p: p.read_bytes() for p in secrets} == before
+    # the one reader of package files (references, over MCP and `warpgrad skill reference`) takes names only
+    from warpgrad.agent.prompt import read_reference
+
+    for name in (f"../evals/graders/{CASE}/meta.json", str(secrets[0]), "../evals/graders/fdcheck.py"):
+        with pytest.raises(KeyError, match="no reference named"):
+            read_reference(name)
 
 
 @pytest.mark.slow

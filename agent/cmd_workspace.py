@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
-from warpgrad.tools.gate import OUTCOMES, GateResult, check_finish
+from warpgrad.tools.gate import OUTCOMES, RULES, GateResult, check_finish
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError
 from warpgrad.tools.report import build_report, render_markdown, report_json
@@ -68,8 +68,16 @@ def register(app: typer.Typer) -> None:
                               "against the files now (a Stop hook: no accepted finish, no stop).")] = None,
         workspace: _WS = Path("."),
         as_json: _JSON = False,
+        rules: Annotated[bool, typer.Option("--rules", help="List the gate's validity rules and exit.")] = False,
     ) -> None:
         """Check the finish gate: exit 0 when the ledger proves OUTCOME, 2 with what is missing when not."""
+        if rules:
+            if as_json:
+                print(json.dumps([r.model_dump() for r in RULES.values()], indent=1))
+            else:
+                for r in RULES.values():
+                    print(f"{r.id} {r.name}: {r.summary}\n  why: {r.why}\n  satisfied by: {r.satisfied_by}")
+            return
         _require_workspace(workspace, "gate")
         if outcome is None:
             last = next((r for r in reversed(Ledger(workspace).records()) if r.kind == "finish"), None)

@@ -51,11 +51,15 @@ def _refused_by(ws: Path, outcome: str, rule: str, *needles: str) -> str:
     return text
 
 
-def test_every_rule_is_documented_like_a_linter_rule():
+def test_every_rule_is_documented_like_a_linter_rule_and_listed_by_the_gate_command():
     assert len(RULES) >= 10
     for rid, rule in RULES.items():
         assert rid == rule.id and rid.startswith("G") and rule.name and "-" in rule.name
         assert rule.summary and rule.why and rule.satisfied_by
+    p = subprocess.run([sys.executable, "-c", _CLI, "gate", "--rules", "--json"], capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    assert [r["id"] for r in json.loads(p.stdout)] == list(RULES)
 
 
 # -- false acceptance 1: one iteration-0 capture pass, no workflow run --------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from warpgrad.tools.ledger import Ledger, LedgerRecord, changed_files, disk_hashes
+from warpgrad.tools.ledger import Ledger, LedgerRecord, disk_hashes
 from warpgrad.tools.metric import MetricSpec
 
 Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only"]
@@ -330,6 +330,7 @@ class Evidence:
     def __init__(self, records: list[LedgerRecord], workspace: Path) -> None:
         self.records = with_provenance(records)
         self.workspace = workspace
+        self._disk: dict[str, str | None] = {}
         self.runs = [(r, v) for r in self.records if r.kind == "run" and (v := _view(RunView, r)) is not None]
         self.checks: list[Check] = []
         for r in self.records:
@@ -342,7 +343,10 @@ class Evidence:
             self.checks.append(Check(r, v, kind, why))
 
     def stale(self, r: LedgerRecord) -> list[str]:
-        return changed_files(self.workspace, r.files)
+        """The record's files whose bytes on disk differ now (each file hashed once per gate decision)."""
+        todo = [rel for rel in r.files if rel not in self._disk]
+        self._disk.update(disk_hashes(self.workspace, todo))
+        return [rel for rel, sha in r.files.items() if self._disk[rel] != sha]
 
     def current(self, r: LedgerRecord) -> bool:
         return bool(r.files) and not self.stale(r)
@@ -698,7 +702,8 @@ def _unmodified_check(ev: Evidence, *, need_iterations: bool = True, need_run: b
         if r.kind == "patch":
             for rel, sha in (_view(PatchView, r) or PatchView()).before.items():
                 originals.setdefault(rel, sha)
-    modified = [rel for rel, sha in originals.items() if disk_hashes(ev.workspace, [rel])[rel] != sha]
+    now = disk_hashes(ev.workspace, list(originals))
+    modified = [rel for rel, sha in originals.items() if now[rel] != sha]
     out = _Out()
     if modified:
         out.missing.append(tagged("G008", (

@@ -183,7 +183,7 @@ def test_the_wheel_ships_no_graders_or_expected_answers(tmp_path):
     wheel = next(tmp_path.glob("warpgrad-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "warpgrad/evals/evals.json" in names  # the public prompts ship
-    assert not [n for n in names if "/graders/" in n or n.endswith("meta.json") or "fdcheck" in n]
+    assert not [n for n in names if "/graders/" in n or n.endswith("meta.json") or "fdcheck" in n or "/blind/" in n]
     hidden = {"expected_verdict", "expected_signature", "root_cause"}
     evals = json.loads(zipfile.ZipFile(wheel).read("warpgrad/evals/evals.json"))
     assert not hidden & set().union(*(e.keys() for e in evals["evals"]))

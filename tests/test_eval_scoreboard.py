@@ -187,3 +187,31 @@ def test_the_wheel_ships_no_graders_or_expected_answers(tmp_path):
     hidden = {"expected_verdict", "expected_signature", "root_cause"}
     evals = json.loads(zipfile.ZipFile(wheel).read("warpgrad/evals/evals.json"))
     assert not hidden & set().union(*(e.keys() for e in evals["evals"]))
+
+
+@pytest.mark.warp
+@pytest.mark.slow
+def test_a_replayed_session_that_applies_the_fix_is_verified_and_a_crashed_case_counts_as_failed(tmp_path):
+    """End to end through `run_suite`: a recorded session patches one case (the reference fix, as an
+    edit_file call); the other case has no recording, so its child crashes. The fix is verified by
+    warpgrad and the independent grader together, and the crashed case still counts."""
+    recorded = tmp_path / "recorded"
+    (recorded / CASE).mkdir(parents=True)
+    call = {"type": "tool_call", "id": "t1", "name": "edit_file", "is_error": False, "output": "{}", "input": {
+        "path": "fit_conductivity.py",
+        "old_text": "wp.zeros(NUM_CELLS - 1, dtype=float) for _ in range(NUM_STEPS)]",
+        "new_text": "wp.zeros(NUM_CELLS - 1, dtype=float, requires_grad=True) for _ in range(NUM_STEPS)]",
+        "reason": "the flux buffers are on the taped path"}}
+    (recorded / CASE / "trajectory.jsonl").write_text(json.dumps(call) + "\n", encoding="utf-8")
+    run = run_suite(SUITE_DIR, f"replay:{recorded}", tmp_path / "out", cases=[CASE, "spray_nozzle_aim"], jobs=2,
+                    timeout_s=600)
+    by_id = {c.id: c for c in run.cases}
+    fixed = by_id[CASE]
+    assert fixed.patched and fixed.warpgrad_fix_check and fixed.grader_fix_check, fixed
+    assert fixed.objective_unchanged is True and fixed.fix_verified is True and fixed.fix_disagreement is None
+    assert by_id["spray_nozzle_aim"].error and run.summary.crashed_or_timed_out == ["spray_nozzle_aim"]
+    line = run.summary.score("fix verified")
+    assert (line.cases, line.value_pct, line.baseline_pct) == (2, 50.0, 0.0)
+    board = (tmp_path / "out" / "scoreboard.md").read_text(encoding="utf-8")
+    assert "| fix verified | 50.0% | 2 | 0.0% (patch nothing) |" in board
+    assert "Objective unchanged by the patch: 1 of 1 patched cases." in board

@@ -435,7 +435,7 @@ def scoreboard(run: EvalRun) -> str:
 
 def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None = None, jobs: int = 2,
               timeout_s: float = 900.0, model: str | None = None) -> EvalRun:
-    suite = load_suite(suite_dir)
+    suite = load_suite(Path(suite_dir).resolve())  # the per-case children run in `out`, not here
     if not suite.graded:
         raise ValueError(
             f"{suite.root} has no graders (graders/*/meta.json): the expected answers are not shipped in the wheel. "

@@ -215,3 +215,10 @@ def test_a_replayed_session_that_applies_the_fix_is_verified_and_a_crashed_case_
     board = (tmp_path / "out" / "scoreboard.md").read_text(encoding="utf-8")
     assert "| fix verified | 50.0% | 2 | 0.0% (patch nothing) |" in board
     assert "Objective unchanged by the patch: 1 of 1 patched cases." in board
+
+
+def test_a_relative_suite_path_reaches_the_per_case_children(tmp_path, monkeypatch):
+    monkeypatch.chdir(CHECKOUT)  # `warpgrad eval --suite evals/blind` from a checkout
+    run = run_suite(Path("evals"), f"replay:{tmp_path / 'none'}", tmp_path / "out", cases=[CASE], timeout_s=120)
+    log = Path(run.cases[0].log).read_text(encoding="utf-8")
+    assert "no recorded trajectory" in log and "SuiteError" not in log

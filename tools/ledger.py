@@ -356,7 +356,8 @@ class Ledger:
             pf = body.get("files")
             files = {str(k): str(v) for k, v in pf.items()} if isinstance(pf, dict) else {}
         key = load_key(create=True)
-        assert key is not None
+        if key is None:  # load_key(create=True) always returns a key; this keeps the type honest
+            raise LedgerCorrupt(f"no ledger signing key could be made in {key_dir()}")
         with self._locked():
             scan = self._scan()
             if not scan.check.ok:

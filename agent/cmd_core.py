@@ -132,6 +132,12 @@ def run_cmd(
     device: Annotated[str | None, typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
     workspace: Annotated[Path | None, typer.Option(help="Workspace root.")] = None,
     record: Annotated[bool, typer.Option(help="Append the run to the ledger.")] = True,
+    metric: Annotated[str | None, typer.Option(help="Name of the printed metric the run is judged by (e.g. x_T), "
+                                               "when the script prints a metric rather than a loss.")] = None,
+    metric_regex: Annotated[str | None, typer.Option(help="Instead of --metric: a regex over stdout whose first "
+                                                     "group is the value.")] = None,
+    metric_direction: Annotated[str, typer.Option(help="lower, higher, or closer (to --metric-target).")] = "lower",
+    metric_target: Annotated[float | None, typer.Option(help="The value 'closer' approaches.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Run a script in the sandbox and report its exit, time, Warp warnings and loss trajectory."""
@@ -141,7 +147,8 @@ def run_cmd(
     ws = workspace_for(script, workspace)
     try:
         r = run_script(RunScriptArgs(script=rel_to(ws, script), args=list(ctx.args), timeout_s=timeout, device=device,
-                                     record=record), ws)
+                                     record=record, metric=metric, metric_regex=metric_regex,
+                                     metric_direction=metric_direction, metric_target=metric_target), ws)
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -153,6 +160,9 @@ def run_cmd(
         if r.loss_trajectory:
             out.print(f"loss: {len(r.loss_trajectory)} points, first {r.loss_trajectory[0]:.6g}, last "
                       f"{r.loss_trajectory[-1]:.6g}, trend {r.trend}")
+        if r.metric is not None:
+            found = f"{len(r.metric_values)} values, last {r.metric_final!r}" if r.metric_values else "not printed"
+            out.print(f"{r.metric.label()}: {found}")
         for w in r.warp_warnings[:10]:
             out.print(f"[yellow]Warp warning:[/] {w}")
     raise typer.Exit(0 if r.ok else 1)

@@ -36,7 +36,7 @@ def eval_cmd(
     else:
         out.print((target / "scoreboard.md").read_text(encoding="utf-8"))
         out.print(f"[dim]results: {target / 'results.json'}[/]")
-    raise typer.Exit(0 if not run.summary["crashed_or_timed_out"] else 1)
+    raise typer.Exit(0 if not run.summary.crashed_or_timed_out else 1)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,13 +15,23 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
-from warpgrad.tools.ledger import OUTCOMES, GateResult, Ledger, check_finish
+from warpgrad.tools.gate import OUTCOMES, RULES, GateResult, check_finish
+from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError
 from warpgrad.tools.report import build_report, render_markdown, report_json
 from warpgrad.tools.workspace import undo
 
 _WS = Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root (default: the current directory).")]
 _JSON = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of text for people.")]
+
+
+def _require_workspace(workspace: Path, command: str) -> None:
+    """A missing folder is an error, never an empty report or an empty ledger."""
+    if not workspace.is_dir():
+        what = "is not a folder" if workspace.exists() else "does not exist"
+        print(f"warpgrad {command}: the workspace {workspace} {what}; pass the folder that holds .warpgrad/ "
+              "(--workspace)", file=sys.stderr)
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -58,8 +68,17 @@ def register(app: typer.Typer) -> None:
                               "against the files now (a Stop hook: no accepted finish, no stop).")] = None,
         workspace: _WS = Path("."),
         as_json: _JSON = False,
+        rules: Annotated[bool, typer.Option("--rules", help="List the gate's validity rules and exit.")] = False,
     ) -> None:
         """Check the finish gate: exit 0 when the ledger proves OUTCOME, 2 with what is missing when not."""
+        if rules:
+            if as_json:
+                print(json.dumps([r.model_dump() for r in RULES.values()], indent=1))
+            else:
+                for r in RULES.values():
+                    print(f"{r.id} {r.name}: {r.summary}\n  why: {r.why}\n  satisfied by: {r.satisfied_by}")
+            return
+        _require_workspace(workspace, "gate")
         if outcome is None:
             last = next((r for r in reversed(Ledger(workspace).records()) if r.kind == "finish"), None)
             if last is None:
@@ -107,6 +126,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the report to this file.")] = None,
     ) -> None:
         """Render the report from the evidence ledger alone (Markdown, or JSON with --json)."""
+        _require_workspace(workspace, "report")
         rep = build_report(workspace)
         text = report_json(rep) if as_json else render_markdown(rep)
         if output is not None:

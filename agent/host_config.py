@@ -34,7 +34,8 @@ def stop_hook_verdict(workspace: Path) -> str | None:
     `finish(outcome="fixed")` needs, checked by the ledger's own `check_finish`. A session that only
     diagnosed, or whose outcome `finish` already accepted, stops freely.
     """
-    from warpgrad.tools.ledger import Ledger, check_finish
+    from warpgrad.tools.gate import check_finish
+    from warpgrad.tools.ledger import Ledger
 
     last = next(
         (r for r in reversed(Ledger(workspace).records()) if r.kind in ("patch", "undo", "finish")), None

@@ -20,7 +20,6 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 from warpgrad.evals.suite import CaseMeta, Suite, load_suite
@@ -43,7 +42,12 @@ class CaseScore(BaseModel):
     root_cause_rank: int | None = Field(None, description="Rank of the first hypothesis at a root-cause line.")
     root_cause_top3: bool | None = None
     patched: bool = False
-    fix_verified: bool | None = Field(None, description="Hidden FD check after the agent's patch (None: no patch).")
+    fix_verified: bool | None = Field(None, description="After the agent's patch: warpgrad's FD check and the case's "
+                                      "independent grader both pass, and the objective is unchanged (None: no patch).")
+    warpgrad_fix_check: bool | None = Field(None, description="warpgrad's own FD check of the patched workspace passed.")
+    grader_fix_check: bool | None = Field(None, description="The independent grader (graders/fdcheck.py) passed.")
+    fix_disagreement: str | None = Field(None, description="Why the fix check is not verified when the two checks "
+                                         "disagree, or the grader could not run.")
     objective_unchanged: bool | None = None
     gate_satisfied: bool | None = None
     triggered: bool | None = None
@@ -55,11 +59,38 @@ class CaseScore(BaseModel):
     log: str | None = None
 
 
+class ScoreLine(BaseModel):
+    """One percentage of the scoreboard: over every case it applies to, with the constant-answer baseline."""
+
+    name: str
+    cases: int = Field(description="Cases counted (all the score applies to: unattempted and crashed count as failed).")
+    value_pct: float | None = Field(description="None only when no case of the suite applies.")
+    baseline_pct: float | None = Field(description="What the best constant answer scores on the same cases.")
+    baseline: str = Field(description="That constant answer, in words.")
+
+
+class Summary(BaseModel):
+    cases: int
+    positive: int
+    negative: int
+    scores: list[ScoreLine]
+    objective_changed: list[str] = Field(default_factory=list,
+                                         description="Patched cases whose patch changed the objective the script reports.")
+    objective_unchanged: int = Field(0, description="Patched cases whose objective the hidden probe shows unchanged.")
+    patched: int = 0
+    fix_disagreements: list[str] = Field(default_factory=list, description="'case: why' where the fix checks disagree.")
+    crashed_or_timed_out: list[str] = Field(default_factory=list)
+    median_wall_s: float | None = None
+
+    def score(self, name: str) -> ScoreLine:
+        return next(s for s in self.scores if s.name == name)
+
+
 class EvalRun(BaseModel):
     suite: str
     agent: str
     cases: list[CaseScore]
-    summary: dict[str, Any] = {}
+    summary: Summary
     wall_s: float = 0.0
 
 
@@ -85,12 +116,18 @@ def _verdict(gradients_wrong: bool | None) -> str | None:
     return None if gradients_wrong is None else ("gradients_wrong" if gradients_wrong else "gradients_correct")
 
 
-def _grade_fix(suite: Suite, case: CaseMeta, ws: Path, score: CaseScore) -> None:
-    """The hidden FD check on the patched workspace, and the guard on the objective."""
+def _grade_fix(suite: Suite, case: CaseMeta, ws: Path, score: CaseScore, timeout_s: float = 600.0) -> None:
+    """After a patch: warpgrad's FD check, the case's independent grader, and the guard on the objective.
+
+    The fix counts as verified only when both checks pass and the objective is unchanged; when the two
+    checks disagree (or the grader cannot run) the case fails and `fix_disagreement` says why.
+    """
     from warpgrad.tools.gradcheck import GradcheckArgs, check
 
     probe_src = suite.probe(str(case.id))
+    score.fix_verified = False
     if not probe_src.is_file():
+        score.fix_disagreement = f"the case has no hidden probe ({probe_src}): the fix cannot be graded"
         return
     dest = ws / GRADER_PROBE
     shutil.copy(probe_src, dest)
@@ -98,7 +135,15 @@ def _grade_fix(suite: Suite, case: CaseMeta, ws: Path, score: CaseScore) -> None
         after = check(GradcheckArgs(probe=GRADER_PROBE, record=False), ws)
     finally:
         dest.unlink(missing_ok=True)
-    score.fix_verified = bool(after.ok and after.passed)
+    score.warpgrad_fix_check = bool(after.ok and after.passed)
+    grader_passed, grader_why = run_independent_grader(suite, ws, probe_src, timeout_s=timeout_s)
+    score.grader_fix_check = grader_passed
+    if grader_passed is None:
+        score.fix_disagreement = f"the independent grader could not judge the fix: {grader_why}"
+    elif grader_passed != score.warpgrad_fix_check:
+        score.fix_disagreement = (
+            f"warpgrad's check {'passed' if score.warpgrad_fix_check else 'failed'} but the independent grader "
+            f"{'passed' if grader_passed else 'failed'} ({grader_why})")
     pristine = ws.parent / f"{ws.name}-pristine"
     shutil.copytree(suite.workspace(str(case.id)), pristine, dirs_exist_ok=True)
     shutil.copy(probe_src, pristine / GRADER_PROBE)
@@ -109,6 +154,40 @@ def _grade_fix(suite: Suite, case: CaseMeta, ws: Path, score: CaseScore) -> None
     if before.objective_value is not None and after.objective_value is not None:
         tol = 1e-4 * max(abs(before.objective_value), 1e-12)
         score.objective_unchanged = abs(before.objective_value - after.objective_value) <= tol
+    score.fix_verified = bool(score.warpgrad_fix_check and grader_passed and score.objective_unchanged is True)
+
+
+def run_independent_grader(suite: Suite, ws: Path, probe: Path, *, timeout_s: float = 600.0) -> tuple[bool | None, str]:
+    """Run the suite's own FD checker (`graders/fdcheck.py`, never warpgrad's code) on `ws` with `probe`.
+
+    Returns (passed, summary in words); passed is None when the grader is missing, crashed or printed no
+    verdict.
+    """
+    from warpgrad.tools.runner import run_process
+
+    grader = suite.independent_grader()
+    if grader is None:
+        return None, f"{suite.root / 'graders' / 'fdcheck.py'} does not exist"
+    argv = [sys.executable, str(grader), "--workspace", str(ws), "--probe", str(probe)]
+    proc = run_process(argv, cwd=ws.parent, env=dict(os.environ), timeout_s=timeout_s, memory_mb=None,
+                       tail_bytes=100_000)
+    lines = [ln for ln in proc.stdout_tail.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr_tail.strip().splitlines()[-5:])
+        return None, f"{grader.name} {proc.describe()}: {tail}"
+    try:
+        verdict = GraderVerdict.model_validate_json(lines[-1])
+    except ValueError as e:
+        return None, f"{grader.name} printed no verdict: {e}"
+    return verdict.passed, (f"{grader.name}: signature {verdict.signature}, max_rel_error {verdict.max_rel_error!r}")
+
+
+class GraderVerdict(BaseModel):
+    """The last JSON line the independent grader prints."""
+
+    passed: bool
+    signature: str | None = None
+    max_rel_error: float | None = None
 
 
 def run_autopilot(case: CaseMeta, ws: Path, score: CaseScore) -> None:
@@ -124,7 +203,8 @@ def run_autopilot(case: CaseMeta, ws: Path, score: CaseScore) -> None:
 
 def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
     """Verdict, signature and root cause of a model-driven session, read from its ledger."""
-    from warpgrad.tools.ledger import Ledger, check_finish
+    from warpgrad.tools.gate import check_finish
+    from warpgrad.tools.ledger import Ledger
 
     records = Ledger(ws).records()
     checks = [r for r in records if r.kind == "gradcheck" and r.payload.get("ok")]
@@ -259,26 +339,57 @@ def _child(suite_dir: Path, case_id: str, agent: str, out: Path, timeout_s: floa
 
 
 def _pct(xs: list[bool | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return round(100.0 * sum(vals) / len(vals), 1) if vals else None
+    """Percentage of True over EVERY entry: an unattempted (None) or crashed case counts as a failure."""
+    return round(100.0 * sum(x is True for x in xs) / len(xs), 1) if xs else None
 
 
-def summarize(scores: list[CaseScore]) -> dict[str, Any]:
+def _best_constant(expected: list[str | None]) -> tuple[float | None, str]:
+    """What always giving the most common expected answer scores."""
+    if not expected:
+        return None, "no cases"
+    counts: dict[str, int] = {}
+    for e in expected:
+        if e is not None:
+            counts[e] = counts.get(e, 0) + 1
+    if not counts:
+        return 0.0, "no expected answer"
+    answer = max(sorted(counts), key=lambda k: counts[k])
+    return round(100.0 * counts[answer] / len(expected), 1), f"always '{answer}'"
+
+
+def summarize(scores: list[CaseScore]) -> Summary:
+    """Every percentage counts every case it applies to; each has the best constant answer beside it."""
     pos = [s for s in scores if s.should_trigger]
     wrong = [s for s in pos if s.expected_verdict == "gradients_wrong"]
     neg = [s for s in scores if not s.should_trigger]
-    return {
-        "cases": len(scores), "positive": len(pos), "negative": len(neg),
-        "verdict_right_pct": _pct([bool(s.verdict_right) for s in pos]),
-        "signature_right_pct": _pct([bool(s.signature_right) for s in pos]),
-        "root_cause_top3_pct": _pct([bool(s.root_cause_top3) for s in wrong]),
-        "fix_verified_pct": _pct([s.fix_verified for s in pos]),
-        "gate_satisfied_pct": _pct([s.gate_satisfied for s in pos]),
-        "negatives_not_triggered_pct": _pct([None if s.triggered is None else not s.triggered for s in neg]),
-        "no_harm_pct": _pct([s.no_harm for s in scores]),
-        "crashed_or_timed_out": [s.id for s in scores if s.error],
-        "median_wall_s": sorted(s.wall_s for s in scores)[len(scores) // 2] if scores else None,
-    }
+    v_base, v_answer = _best_constant([s.expected_verdict for s in pos])
+    s_base, s_answer = _best_constant([s.expected_signature for s in pos])
+    lines = [
+        ScoreLine(name="verdict right", cases=len(pos), value_pct=_pct([s.verdict_right for s in pos]),
+                  baseline_pct=v_base, baseline=v_answer),
+        ScoreLine(name="signature right", cases=len(pos), value_pct=_pct([s.signature_right for s in pos]),
+                  baseline_pct=s_base, baseline=s_answer),
+        ScoreLine(name="root cause in top 3", cases=len(wrong), value_pct=_pct([s.root_cause_top3 for s in wrong]),
+                  baseline_pct=0.0 if wrong else None, baseline="name no location"),
+        ScoreLine(name="fix verified", cases=len(wrong), value_pct=_pct([s.fix_verified for s in wrong]),
+                  baseline_pct=0.0 if wrong else None, baseline="patch nothing"),
+        ScoreLine(name="gate satisfied", cases=len(pos), value_pct=_pct([s.gate_satisfied for s in pos]),
+                  baseline_pct=0.0 if pos else None, baseline="finish without evidence"),
+        ScoreLine(name="negatives not triggered", cases=len(neg),
+                  value_pct=_pct([None if s.triggered is None else not s.triggered for s in neg]),
+                  baseline_pct=100.0 if neg else None, baseline="never take a task on"),
+        ScoreLine(name="no harm", cases=len(scores), value_pct=_pct([s.no_harm for s in scores]),
+                  baseline_pct=100.0 if scores else None, baseline="do nothing"),
+    ]
+    patched = [s for s in scores if s.patched]
+    return Summary(
+        cases=len(scores), positive=len(pos), negative=len(neg), scores=lines,
+        objective_changed=[s.id for s in patched if s.objective_unchanged is False],
+        objective_unchanged=sum(s.objective_unchanged is True for s in patched), patched=len(patched),
+        fix_disagreements=[f"{s.id}: {s.fix_disagreement}" for s in scores if s.fix_disagreement],
+        crashed_or_timed_out=[s.id for s in scores if s.error],
+        median_wall_s=sorted(s.wall_s for s in scores)[len(scores) // 2] if scores else None,
+    )
 
 
 def scoreboard(run: EvalRun) -> str:
@@ -287,28 +398,48 @@ def scoreboard(run: EvalRun) -> str:
     def mark(v: bool | None) -> str:
         return "—" if v is None else ("yes" if v else "**no**")
 
-    lines = [f"# warpgrad eval: {run.agent}", "", (f"suite `{run.suite}`, {s['cases']} cases ({s['positive']} positive, "
-             f"{s['negative']} negative), {run.wall_s:.0f} s wall"), "",
-             "| score | value |", "|---|---|"]
-    for k in ("verdict_right_pct", "signature_right_pct", "root_cause_top3_pct", "fix_verified_pct",
-              "gate_satisfied_pct", "negatives_not_triggered_pct", "no_harm_pct"):
-        v = s.get(k)
-        lines.append(f"| {k.removesuffix('_pct').replace('_', ' ')} | {'—' if v is None else f'{v}%'} |")
-    lines += ["", "| case | verdict (expected) | signature (expected) | root cause rank | fix verified | harm | s |",
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{v}%"
+
+    lines = [f"# warpgrad eval: {run.agent}", "", (f"suite `{run.suite}`, {s.cases} cases ({s.positive} positive, "
+             f"{s.negative} negative), {run.wall_s:.0f} s wall"), "",
+             ("Every percentage is over all the cases it applies to: a case not attempted, or one that crashed or "
+             "timed out, counts as a failure. The baseline is what the best constant answer scores."), "",
+             "| score | value | cases | constant-answer baseline |", "|---|---|---|---|"]
+    for line in s.scores:
+        lines.append(f"| {line.name} | {pct(line.value_pct)} | {line.cases} | {pct(line.baseline_pct)} "
+                     f"({line.baseline}) |")
+    lines += ["", (f"Objective unchanged by the patch: {s.objective_unchanged} of {s.patched} patched cases"
+                   + (f"; **changed** in {', '.join(s.objective_changed)} (not a verified fix)"
+                      if s.objective_changed else "") + ".")]
+    if s.fix_disagreements:
+        lines += ["", "**Fix checks that disagree (the case fails):**", ""]
+        lines += [f"- {d}" for d in s.fix_disagreements]
+    if s.crashed_or_timed_out:
+        lines += ["", f"Crashed or timed out (counted as failures): {', '.join(s.crashed_or_timed_out)}."]
+    lines += ["", ("| case | verdict (expected) | signature (expected) | root cause rank | fix verified "
+                   "(warpgrad / grader) | harm | s |"),
               "|---|---|---|---|---|---|---|"]
     for c in run.cases:
         verdict = f"{c.verdict or '—'} ({c.expected_verdict or '—'})"
         sig = f"{c.signature or '—'} ({c.expected_signature or '—'})"
         err = f" error: {c.error[:60]}" if c.error else ""
+        fix = mark(c.fix_verified)
+        if c.patched:
+            fix += f" ({mark(c.warpgrad_fix_check)} / {mark(c.grader_fix_check)})"
         lines.append(f"| {c.id} | {mark(c.verdict_right)} {verdict} | {mark(c.signature_right)} {sig} | "
-                     f"{c.root_cause_rank or '—'} | {mark(c.fix_verified)} | {'none' if c.no_harm else '; '.join(c.harm)} "
+                     f"{c.root_cause_rank or '—'} | {fix} | {'none' if c.no_harm else '; '.join(c.harm)} "
                      f"| {c.wall_s:.0f}{err} |")
     return "\n".join(lines) + "\n"
 
 
 def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None = None, jobs: int = 2,
               timeout_s: float = 900.0, model: str | None = None) -> EvalRun:
-    suite = load_suite(suite_dir)
+    suite = load_suite(Path(suite_dir).resolve())  # the per-case children run in `out`, not here
+    if not suite.graded:
+        raise ValueError(
+            f"{suite.root} has no graders (graders/*/meta.json): the expected answers are not shipped in the wheel. "
+            "Pass --suite with a graded suite folder (a source checkout's evals/ or evals/blind/)")
     ids = [str(c.id) for c in suite.cases]
     if cases:
         unknown = sorted(set(cases) - set(ids))

@@ -172,6 +172,17 @@ class Suite:
         """The reference fix (patched copies of the changed fixture files)."""
         return self.grader_dir(case_id) / "fixed"
 
+    def independent_grader(self) -> Path | None:
+        """The suite's own FD checker (`graders/fdcheck.py`), independent of warpgrad's code.
+
+        A suite without one (a blind suite may ship only its cases) is graded by the checker of the
+        source checkout's suite; None when neither exists (an installed wheel ships no graders).
+        """
+        for candidate in (self.root / "graders" / "fdcheck.py", SUITE_DIR / "graders" / "fdcheck.py"):
+            if candidate.is_file():
+                return candidate
+        return None
+
     def evals_file(self) -> EvalsFile:
         """The ``evals.json`` content these cases produce."""
         return EvalsFile(skill_name=SKILL_NAME, evals=[c.public() for c in self.cases])

@@ -4,3 +4,6 @@ from pathlib import Path
 
 # Every Warp subprocess the tests start shares one kernel cache, so modules compile once per run.
 os.environ.setdefault("WARP_CACHE_PATH", str(Path(tempfile.gettempdir()) / "warpgrad-test-kernel-cache"))
+
+# The ledger signing key lives outside every workspace; tests use their own, never the user's real one.
+os.environ.setdefault("WARPGRAD_KEY_DIR", tempfile.mkdtemp(prefix="warpgrad-test-key-"))

@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from warpgrad.evals.suite import SUITE_DIR, CaseMeta, SuiteError, load_suite, main, write_evals_json
+from warpgrad.evals.suite import CaseMeta, SuiteError, load_suite, main, write_evals_json
+
+# The checkout's suite: the graders (expected answers) are not in the wheel, so never the installed copy.
+SUITE_DIR = Path(__file__).resolve().parents[1] / "evals"
 
 # The FD checker is a grader helper that lives next to the graders, not a package module.
 _spec = importlib.util.spec_from_file_location("warpgrad_evals_fdcheck", SUITE_DIR / "graders" / "fdcheck.py")

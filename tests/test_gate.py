@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from warpgrad.tools.finish import FinishArgs, finish
-from warpgrad.tools.ledger import Ledger, check_finish
+from warpgrad.tools.gate import check_finish
+from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, load_tools
 from warpgrad.tools.workspace import EditFileArgs, WriteFileArgs, edit_file, undo, write_file
 
@@ -124,6 +125,9 @@ def check_payload(
     signature: str | None = None,
     max_rel: float = 1.0,
     full_horizon: bool | None = None,
+    objective_kind: str = "script",
+    iterations: list[int] | None = None,
+    objective_value: float = 8.0,
 ) -> dict:
     """A GradcheckResult-shaped payload (fields from the team brief)."""
     p = {
@@ -142,6 +146,9 @@ def check_payload(
         "max_rel_error": max_rel,
         "reason": "",
         "iteration": 0,
+        "iterations": [0, 2] if iterations is None else iterations,
+        "objective_kind": objective_kind,
+        "objective_value": objective_value,
         "script": "sim.py",
         "probe": "probe.py",
         "device": "cpu",
@@ -532,7 +539,7 @@ def test_an_edited_ledger_refuses_every_outcome(ws):
 
 def test_the_finish_tool_refuses_with_the_missing_pieces_and_records_an_accepted_finish(ws):
     build_fixed_chain(ws, skip={"tracker"})
-    with pytest.raises(ToolError, match=r"(?s)finish\(fixed\) refused.*- a clean overwrite-tracker run"):
+    with pytest.raises(ToolError, match=r"(?s)finish\(fixed\) refused.*- \[G009 clean-tracker\] a clean overwrite-tracker run"):
         finish(FinishArgs(outcome="fixed", summary="y lacked requires_grad on the taped path"), ws)
     assert all(r.kind != "finish" for r in Ledger(ws).records())
     Ledger(ws).append("tracker", tracker_payload(ws))
@@ -554,6 +561,8 @@ def test_gradients_correct_needs_a_passing_full_horizon_check_on_the_unmodified_
     led.append("gradcheck", check_payload(ws, True, max_rel=1e-5, full_horizon=False))
     _refused(ws, "gradients_correct", "a passing full-horizon FD check")
     led.append("gradcheck", check_payload(ws, True, max_rel=1e-5))
+    _refused(ws, "gradients_correct", "[G007 workflow-run]")
+    led.append("run", run_payload(ws, [8.0, 8.0]))
     assert check_finish(ws, "gradients_correct").accepted
     the_fix(ws)
     _refused(ws, "gradients_correct", "the program is modified (sim.py")
@@ -565,7 +574,8 @@ def test_gradients_correct_is_refused_when_the_same_harness_also_failed_on_the_s
     led = Ledger(ws)
     led.append("gradcheck", check_payload(ws, False))
     led.append("gradcheck", check_payload(ws, True, max_rel=1e-5))
-    _refused(ws, "gradients_correct", "resolve the contradiction")
+    led.append("run", run_payload(ws, [8.0, 8.0]))
+    _refused(ws, "gradients_correct", "[G002 no-current-failure] the check at record 1")
 
 
 def test_not_a_gradient_bug_needs_a_variant_run_that_improves_on_the_baseline(ws):

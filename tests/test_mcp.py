@@ -307,3 +307,36 @@ def test_over_stdio_gradcheck_on_a_broken_program_returns_its_failing_signature_
     result = anyio.run(go)
     assert not result.is_error, result.content[0].text
     assert result.structured_content["passed"] is False and result.structured_content["signature"] == "zero"
+
+
+@pytest.mark.warp
+def test_a_model_finishing_a_session_over_mcp_reads_the_report_from_finish(tmp_path):
+    """Role-play: the model calls finish too early, reads what the gate lists (each item tagged with its
+    rule), does the missing piece, finishes, and reads the report from finish's own result, since
+    read_file refuses .warpgrad/."""
+    from test_gate import PROBE, SIM, build_fixed_chain
+    from warpgrad.tools.workspace import WriteFileArgs, write_file
+
+    (tmp_path / "sim.py").write_text(SIM, encoding="utf-8")
+    write_file(WriteFileArgs(path="probe.py", content=PROBE, purpose="FD probe"), tmp_path)
+    build_fixed_chain(tmp_path, skip={"tracker"})
+    summary = "y was allocated without requires_grad, so v.grad stayed zero; allocated it with requires_grad."
+
+    async def go():
+        async with Client(build_server(tmp_path)) as client:
+            early = await client.call_tool("finish", {"outcome": "fixed", "summary": summary})
+            tracker = await client.call_tool("instrument", {"script": "sim.py", "device": "cpu"})
+            done = await client.call_tool("finish", {"outcome": "fixed", "summary": summary})
+            peek = await client.call_tool("read_file", {"path": ".warpgrad/report.md"})
+            return early, tracker, done, peek
+
+    early, tracker, done, peek = run(go)
+    assert early.is_error and "[G009 clean-tracker]" in early.content[0].text
+    assert not tracker.is_error and tracker.structured_content["clean"] is True, tracker.content[0].text
+    assert not done.is_error, done.content[0].text
+    md = done.structured_content["report_markdown"]
+    assert md == (tmp_path / ".warpgrad" / "report.md").read_text(encoding="utf-8")
+    assert "**Outcome: fixed**" in md and summary in md
+    assert "Workflow objective before -> after" in md and "final loss 8.0 -> 1.04" in md
+    assert "every record signed with this machine's warpgrad key" in md
+    assert peek.is_error  # the report is not readable through read_file: finish is how the model sees it

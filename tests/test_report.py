@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -178,3 +179,30 @@ def test_the_report_command_prints_markdown_or_json_from_a_real_process(finished
     data = json.loads(p.stdout)
     assert data["outcome"] == "fixed" and [c["role"] for c in data["checks"]] == ["before", "after"]
     assert data["diagnostic_files"][0]["path"] == "probe.py"
+
+
+def test_the_report_command_on_a_missing_folder_exits_2_with_a_clear_error(tmp_path):
+    for target in (tmp_path / "no-such-workspace", tmp_path / "a-file"):
+        if target.name == "a-file":
+            target.write_text("x", encoding="utf-8")
+        p = subprocess.run([sys.executable, "-c", _CLI, "report", "-w", str(target)], capture_output=True,
+                           text=True, encoding="utf-8", check=False, timeout=60)
+        assert p.returncode == 2 and p.stdout == ""
+        assert str(target) in p.stderr and ("does not exist" in p.stderr or "is not a folder" in p.stderr)
+        g = subprocess.run([sys.executable, "-c", _CLI, "gate", "--outcome", "fixed", "-w", str(target)],
+                           capture_output=True, text=True, encoding="utf-8", check=False, timeout=60)
+        assert g.returncode == 2 and str(target) in g.stderr
+    assert not (tmp_path / "no-such-workspace").exists()  # nothing was created on the way
+
+
+def test_the_report_says_whether_the_ledger_is_signed(finished, tmp_path):
+    md = render_markdown(build_report(finished))
+    assert "every record signed with this machine's warpgrad key" in md and "NOT signed" not in md
+    env = {**os.environ, "WARPGRAD_KEY_DIR": str(tmp_path / "another-key")}  # a writer without the key
+    code = f"from warpgrad.tools.ledger import Ledger; Ledger({str(finished)!r}).append('note', {{'text': 'hi'}})"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    rep = build_report(finished)
+    last = Ledger(finished).records()[-1].seq
+    assert not rep.signed and rep.unsigned == [last]
+    assert f"**Ledger NOT signed**: record(s) {last} carry no valid signature" in render_markdown(rep)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.ledger import Ledger, Outcome, check_finish
+from warpgrad.tools.gate import Comparison, Outcome, check_finish
+from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.report import write_report
 
@@ -26,7 +27,10 @@ class FinishResult(BaseModel):
     outcome: str = Field(description="The outcome recorded.")
     seq: int = Field(description="Ledger record of the finish.")
     evidence: dict[str, int] = Field(description="Role -> ledger record that satisfied the gate.")
+    comparison: Comparison | None = Field(None, description="fixed: the workflow objective before -> after.")
     report_path: str = Field(description="Workspace-relative path of the rendered Markdown report.")
+    report_markdown: str = Field(description="The report itself (read_file cannot open .warpgrad/): show it to the "
+                                 "user or quote from it; every number in it comes from the ledger.")
 
 
 @tool(args=FinishArgs, result=FinishResult, read_only=False)
@@ -35,14 +39,19 @@ def finish(args: FinishArgs, workspace: Path) -> FinishResult:
 
     `fixed` needs: a failing FD check; a patch after it; a passing FD check with the same harness on the
     files as they are now that imported a patched file; a clean tracker rerun; a workflow rerun whose
-    objective improves. Do what the refusal lists, then call finish again.
+    objective improves (the report states it before -> after). `gradients_correct` needs passing checks of
+    the script's own objective at the first and a later iteration, no failing check on the current files,
+    and a workflow run. Each missing piece names the gate rule it comes from. Do what the refusal lists,
+    then call finish again. On success the report's Markdown is returned.
     """
     gate = check_finish(workspace, args.outcome)
     if not gate.accepted:
         raise ToolError(f"finish({args.outcome}) refused: the ledger does not prove it yet. Missing:\n"
                         + "\n".join(f"- {m}" for m in gate.missing))
     rec = Ledger(workspace).append("finish", {"outcome": args.outcome, "summary": args.summary,
-                                              "evidence": gate.evidence}, tool="finish")
+                                              "evidence": gate.evidence, "comparison": gate.comparison,
+                                              "signed": gate.signed}, tool="finish")
     md = write_report(workspace)
     return FinishResult(accepted=True, outcome=args.outcome, seq=rec.seq, evidence=gate.evidence,
-                        report_path=md.relative_to(Path(workspace)).as_posix())
+                        comparison=gate.comparison, report_path=md.relative_to(Path(workspace)).as_posix(),
+                        report_markdown=md.read_text(encoding="utf-8"))

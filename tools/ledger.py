@@ -1,4 +1,4 @@
-"""The evidence ledger (`.warpgrad/ledger.jsonl`) and the finish gate.
+"""The evidence ledger (`.warpgrad/ledger.jsonl`): an append-only, hash-chained, signed log.
 
 Every measuring tool appends one record per event: FD checks, tracker runs, patches, workflow runs.
 Each record carries the hash of the one before it, and `.warpgrad/ledger.head` remembers the last
@@ -9,11 +9,26 @@ processes appending at once cannot interleave. A crash mid-write leaves at most 
 a newline: it is reported, the readable prefix stays usable, and the next append moves the fragment
 aside to `.warpgrad/ledger.torn` before writing.
 
-What the hash chain does not do: someone who rewrites the ledger *and* recomputes every hash and the
-head is not detected (there is no secret). The chain catches accidents, crashes and casual edits.
+Signatures. The hash chain has no secret, so on its own anyone who can write the workspace can append a
+record (or rewrite the file and recompute every hash). Each record is therefore also signed: `sig` is
+HMAC-SHA256 of the record's hash under a key kept OUTSIDE the workspace, in the user's state directory
+(`$WARPGRAD_KEY_DIR`, else `$XDG_STATE_HOME/warpgrad/`, else `~/.local/state/warpgrad/`; file
+`ledger.key`, created 0600 in a 0700 folder on the first append). `verify()` reports which records lack a
+valid signature under this machine's key, and the finish gate (`warpgrad.tools.gate`) refuses every
+outcome while any record does.
 
-`check_finish(workspace, outcome)` is the one gate every front end calls (the `finish` tool, `warpgrad
-gate`, hooks): it reads the ledger and the files on disk and says what evidence is missing.
+Threat model (who can and cannot forge a record the gate accepts):
+- CAN forge: anything that can read the key file, i.e. warpgrad itself, the user, and any process running
+  as the user without a sandbox, including an agent's own shell in a host that gives it one (Claude
+  Code's Bash tool). Signing does not stop such a process; only not giving it the key does.
+- CANNOT forge: anything that can write the workspace but not read the user's state directory: the
+  user's script when it runs inside warpgrad's sandbox (the sandbox hides the state directory), a model
+  that only has warpgrad's own tools (they refuse every path outside the workspace), a collaborator or CI
+  job that edits a committed or shared workspace, a container that mounts only the workspace. Their
+  appends carry no signature or one under another key, and the gate rejects them. A ledger copied from
+  another machine is unsigned here for the same reason.
+- Not covered: someone who can read the key can rewrite history; deleting the key makes every record
+  unverifiable (the gate then refuses until a person starts a fresh ledger).
 """
 
 from __future__ import annotations
@@ -22,12 +37,12 @@ import contextlib
 import datetime as _dt
 import fcntl
 import hashlib
+import hmac
 import json
-import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 from warpgrad.tools.registry import ToolError
@@ -38,9 +53,59 @@ HEAD_NAME = "ledger.head"
 LOCK_NAME = "ledger.lock"
 TORN_NAME = "ledger.torn"
 GENESIS = "0" * 64
+KEY_DIR_ENV = "WARPGRAD_KEY_DIR"
+KEY_NAME = "ledger.key"
+_UNSIGNED_FIELDS = {"hash", "sig", "key_id"}  # not part of the hashed body: the signature is over the hash
 
-Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only"]
-OUTCOMES: tuple[str, ...] = ("fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only")
+
+def key_dir() -> Path:
+    """Where the signing key lives: `$WARPGRAD_KEY_DIR`, else the XDG state directory (never the workspace)."""
+    if os.environ.get(KEY_DIR_ENV):
+        return Path(os.environ[KEY_DIR_ENV])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "warpgrad"
+
+
+def load_key(*, create: bool) -> bytes | None:
+    """The user's ledger signing key (32 random bytes); made 0600 in a 0700 folder when `create` and absent.
+
+    Returns None when there is no key and `create` is false (nothing can then be verified as signed).
+    """
+    path = key_dir() / KEY_NAME
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        if not create:
+            return None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first: use theirs
+        return _read_key(path)
+    try:
+        os.write(fd, os.urandom(32).hex().encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes:
+    text = path.read_text(encoding="ascii").strip()
+    if len(text) < 64:
+        raise LedgerCorrupt(f"the ledger signing key {path} is truncated or empty; a person must restore or "
+                            "remove it (removing it makes the existing records unverifiable)")
+    return bytes.fromhex(text)
+
+
+def key_id(key: bytes) -> str:
+    """A short public fingerprint of a key (names the key in records and reports; reveals nothing of it)."""
+    return hashlib.sha256(b"warpgrad-key-id:" + key).hexdigest()[:16]
+
+
+def sign(key: bytes, record_hash: str) -> str:
+    """HMAC-SHA256 of a record's hash: only a holder of the key can produce it."""
+    return hmac.new(key, record_hash.encode("ascii"), hashlib.sha256).hexdigest()
 
 
 @contextlib.contextmanager
@@ -124,10 +189,12 @@ class LedgerRecord(BaseModel):
         default_factory=dict, description="Workspace-relative path -> sha256 of the files the event exercised."
     )
     prev_hash: str = Field(description="`hash` of the previous record (64 zeros for the first).")
-    hash: str = Field(description="sha256 of the canonical JSON of this record without `hash`.")
+    hash: str = Field(description="sha256 of the canonical JSON of this record without `hash`, `sig`, `key_id`.")
+    sig: str | None = Field(None, description="HMAC-SHA256 of `hash` under the user's key (None: unsigned).")
+    key_id: str | None = Field(None, description="Fingerprint of the key that signed it.")
 
     def compute_hash(self) -> str:
-        body = self.model_dump(exclude={"hash"})
+        body = self.model_dump(exclude=_UNSIGNED_FIELDS)
         return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
@@ -139,6 +206,10 @@ class LedgerCheck(BaseModel):
     problems: list[str] = Field(default_factory=list, description="What is wrong, in words.")
     torn_tail_bytes: int = Field(0, description="Bytes of an incomplete last line left by a crash mid-write.")
     notes: list[str] = Field(default_factory=list, description="Benign findings (a torn tail, a lagging head).")
+    signed: bool = Field(False, description="Every record carries a valid signature under this machine's key.")
+    unsigned: list[int] = Field(default_factory=list,
+                                description="Seqs of records without a valid signature under this machine's key.")
+    key_id: str | None = Field(None, description="Fingerprint of this machine's key (None: no key exists).")
 
 
 class _Scan(BaseModel):
@@ -191,8 +262,12 @@ class Ledger:
             pos = end
         good = pos if not torn else len(data) - torn
         self._check_head(records, problems, notes)
+        key = load_key(create=False)
+        unsigned = [r.seq for r in records if key is None or r.sig is None
+                    or not hmac.compare_digest(r.sig, sign(key, r.hash))]
         check = LedgerCheck(ok=not problems, records=len(records), problems=problems, torn_tail_bytes=torn,
-                            notes=notes)
+                            notes=notes, signed=bool(records) and not unsigned, unsigned=unsigned,
+                            key_id=None if key is None else key_id(key))
         return _Scan(records=records, check=check, good_bytes=good, fragment_is_record=fragment_is_record)
 
     @staticmethod
@@ -280,6 +355,9 @@ class Ledger:
         if files is None:
             pf = body.get("files")
             files = {str(k): str(v) for k, v in pf.items()} if isinstance(pf, dict) else {}
+        key = load_key(create=True)
+        if key is None:  # load_key(create=True) always returns a key; this keeps the type honest
+            raise LedgerCorrupt(f"no ledger signing key could be made in {key_dir()}")
         with self._locked():
             scan = self._scan()
             if not scan.check.ok:
@@ -299,6 +377,7 @@ class Ledger:
                 kind=kind, tool=tool or kind, payload=body, files=files, prev_hash=prev, hash="",
             )
             rec.hash = rec.compute_hash()
+            rec.sig, rec.key_id = sign(key, rec.hash), key_id(key)
             line = prefix + canonical_json(rec.model_dump()).encode("utf-8") + b"\n"
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -346,394 +425,3 @@ class Ledger:
             },
             "finished": None if last_finish is None else last_finish.payload.get("outcome"),
         }
-
-
-# ---------------------------------------------------------------------------------------------------
-# The finish gate
-# ---------------------------------------------------------------------------------------------------
-
-
-class GateResult(BaseModel):
-    """Whether the ledger holds the evidence an outcome needs, and what is missing if not."""
-
-    outcome: str = Field(description="The outcome that was asked for.")
-    accepted: bool = Field(description="True when every piece of evidence the outcome needs is on record.")
-    missing: list[str] = Field(default_factory=list, description="What is missing, each an action to take.")
-    evidence: dict[str, int] = Field(
-        default_factory=dict, description="Role -> ledger seq of the records that satisfy the gate."
-    )
-
-
-def _short(h: str | None) -> str:
-    return (h or "?")[:12]
-
-
-def _is_check(r: LedgerRecord) -> bool:
-    return r.kind == "gradcheck" and r.payload.get("ok") is True
-
-
-def _full_horizon(r: LedgerRecord) -> bool:
-    # Checks are full-horizon unless the harness says it looked at a narrower window.
-    return r.payload.get("full_horizon", True) is not False
-
-
-def _patched_paths(r: LedgerRecord) -> set[str]:
-    """The user's files a patch changed (warpgrad's own diagnostic files do not count as the program)."""
-    p = r.payload
-    paths = set(p.get("paths") or []) | set((p.get("after") or {}).keys()) or set(r.files)
-    return paths - set(p.get("diagnostic") or [])
-
-
-def with_provenance(records: list[LedgerRecord]) -> list[LedgerRecord]:
-    """Records whose `files` also name the program a shrunk copy was cut from.
-
-    A check that ran `sim_shrunk.py` exercised `sim.py` as it was when `shrink` copied it (only values
-    differ, and shrink proves that). So when a record's file is a shrink output with the same hash, the
-    source path and its hash at shrink time are added: patching `sim.py` afterwards makes the check stale
-    until the copy is cut again, and a check on a fresh copy counts as exercising the patched `sim.py`.
-    """
-    copies: dict[tuple[str, str], tuple[str, str]] = {}
-    out = []
-    for r in records:
-        if r.kind == "shrink" and r.payload.get("source_sha256"):
-            copies[(r.payload.get("output"), r.payload.get("sha256"))] = (r.payload["script"],
-                                                                          r.payload["source_sha256"])
-        extra = {copies[(k, v)][0]: copies[(k, v)][1] for k, v in r.files.items() if (k, v) in copies}
-        extra = {k: v for k, v in extra.items() if k not in r.files}
-        out.append(r.model_copy(update={"files": {**r.files, **extra}}) if extra and r.kind != "shrink" else r)
-    return out
-
-
-def _objective(r: LedgerRecord) -> tuple[float | None, list[float]]:
-    """Final objective and trajectory of a workflow run record (None when it reports none)."""
-    p = r.payload
-    traj_raw = p.get("loss_trajectory") or []
-    traj: list[float] = []
-    for v in traj_raw:
-        try:
-            traj.append(float(v))
-        except (TypeError, ValueError):
-            traj.append(math.nan)  # None from a JSON null is a failed value, not a missing one
-    final = p.get("final_loss")
-    if final is None and traj:
-        return traj[-1], traj
-    try:
-        return (float(final) if final is not None else None), traj
-    except (TypeError, ValueError):
-        return math.nan, traj
-
-
-def _run_failed(r: LedgerRecord) -> bool:
-    p = r.payload
-    if p.get("ok") is False or p.get("timed_out") or p.get("signal"):
-        return True
-    rc = p.get("returncode")
-    return rc is not None and rc != 0
-
-
-def objective_improves(before: LedgerRecord, after: LedgerRecord) -> tuple[bool, str]:
-    """Does the workflow run `after` improve on `before`? Returns the verdict and why, in words.
-
-    Lower is better unless the run says `objective_direction: "max"`. A finite final objective improves
-    on a non-finite one only when the later run's own trajectory also improves (the skill's rule: an
-    exploding optimisation must now improve, not merely avoid NaN).
-    """
-    if _run_failed(after):
-        return False, f"the rerun (record {after.seq}) failed"
-    b, _ = _objective(before)
-    a, traj = _objective(after)
-    sign = -1.0 if after.payload.get("objective_direction") == "max" else 1.0
-    if a is None:
-        return False, f"the rerun (record {after.seq}) reports no final_loss or loss_trajectory"
-    if not math.isfinite(a):
-        return False, f"the rerun (record {after.seq}) still ends at a non-finite objective"
-    if b is None or not math.isfinite(b) or _run_failed(before):
-        if len(traj) >= 2 and all(math.isfinite(v) for v in traj) and sign * traj[-1] < sign * traj[0]:
-            return True, "finite and improving where the run before was not"
-        return False, (f"the run before (record {before.seq}) was non-finite or failed, but the rerun "
-                       f"(record {after.seq}) does not show its objective improving over its own trajectory")
-    if sign * a < sign * b:
-        return True, "final objective improved"
-    return False, (f"the rerun (record {after.seq}) ends at {a!r}, which does not improve on {b!r} "
-                   f"(record {before.seq})")
-
-
-def _same_workflow(a: LedgerRecord, b: LedgerRecord, *, same_args: bool = False) -> bool:
-    """Runs of the same script (and, with same_args, the same arguments: a rerun at a smaller learning
-    rate does not show that a patch fixed anything)."""
-    sa, sb = a.payload.get("script"), b.payload.get("script")
-    if not (sa is None or sb is None or sa == sb):
-        return False
-    return not same_args or (a.payload.get("args") or []) == (b.payload.get("args") or [])
-
-
-def _stale(workspace: Path, r: LedgerRecord) -> list[str]:
-    return changed_files(workspace, r.files)
-
-
-def _fixed(records: list[LedgerRecord], workspace: Path) -> tuple[list[str], dict[str, int]]:
-    failing = [r for r in records if _is_check(r) and r.payload.get("passed") is False]
-    if not failing:
-        return [("a failing FD check (a gradcheck record with ok=true and passed=false): run gradcheck on the "
-                 "program before patching so the wrong gradient is on record")], {}
-    patches = [r for r in records if r.kind == "patch"]
-    best: tuple[list[str], dict[str, int]] | None = None
-    for f in reversed(failing):
-        cand = _fixed_from(f, records, patches, workspace)
-        if best is None or len(cand[0]) < len(best[0]):
-            best = cand
-        if not best[0]:
-            break
-    assert best is not None
-    return best
-
-
-def _fixed_from(
-    f: LedgerRecord, records: list[LedgerRecord], patches: list[LedgerRecord], workspace: Path
-) -> tuple[list[str], dict[str, int]]:
-    ev = {"failing_check": f.seq}
-    after_f = [p for p in patches if p.seq > f.seq and _patched_paths(p)]
-    if not after_f:
-        msg = f"a patch (edit_file or apply_patch) of the user's program recorded after the failing check (record {f.seq})"
-        if any(p.seq > f.seq for p in patches):
-            msg += "; the patches since only changed warpgrad's own diagnostic files (probe, shrunk copy)"
-        return [msg], ev
-    first_patch = after_f[0]
-    hid = f.payload.get("harness_id")
-    passing = [r for r in records if _is_check(r) and r.payload.get("passed") is True and r.seq > first_patch.seq]
-    same = [r for r in passing if hid and r.payload.get("harness_id") == hid]
-    if not same:
-        msg = (f"a passing FD check after the patch with the same harness as the failing check (record "
-               f"{f.seq}, harness_id {_short(hid)}): rerun gradcheck with the same script or probe, eps policy, "
-               "seed and iteration")
-        if passing:
-            msg += (f"; the passing check (record {passing[-1].seq}) used a different harness "
-                    f"({_short(passing[-1].payload.get('harness_id'))}), so it does not compare like with like")
-        return [msg, *_after_patch_needs(records, after_f[-1], first_patch, workspace, set())[0]], ev
-    best: tuple[list[str], dict[str, int]] | None = None
-    for a in reversed(same):
-        missing: list[str] = []
-        e = dict(ev, passing_check=a.seq)
-        in_fix = [p for p in after_f if p.seq < a.seq]
-        e["patch"] = in_fix[-1].seq
-        patched = set().union(*(_patched_paths(p) for p in in_fix))
-        stale = _stale(workspace, a)
-        if not a.files:
-            missing.append(f"the passing check (record {a.seq}) lists no files it imported, so it cannot be tied "
-                           "to the program on disk: rerun gradcheck through the shipped program")
-        elif stale:
-            missing.append(f"the passing check (record {a.seq}) is stale: {', '.join(sorted(stale))} changed on "
-                           "disk after it ran; rerun gradcheck on the files as they are now")
-        if a.files and not (patched & set(a.files)):
-            missing.append(f"the passing check (record {a.seq}) never imported a patched file "
-                           f"({', '.join(sorted(patched))}); verify the patched program itself, not a "
-                           "re-implementation of it")
-        elif a.files and all(a.files[p] == f.files.get(p) for p in patched & set(a.files)):
-            missing.append(f"the passing check (record {a.seq}) ran the same bytes of the patched files as the "
-                           f"failing check (record {f.seq}): the patch was undone or changed nothing, so the pass "
-                           "is noise or a flaky harness, not a fix")
-        more, e2 = _after_patch_needs(records, in_fix[-1], first_patch, workspace, patched)
-        missing += more
-        e.update(e2)
-        if best is None or len(missing) < len(best[0]):
-            best = (missing, e)
-        if not missing:
-            break
-    assert best is not None
-    return best
-
-
-def _after_patch_needs(
-    records: list[LedgerRecord], last_patch: LedgerRecord, first_patch: LedgerRecord, workspace: Path,
-    patched: set[str],
-) -> tuple[list[str], dict[str, int]]:
-    """Tracker and workflow-rerun requirements after the fix's last patch."""
-    missing: list[str] = []
-    ev: dict[str, int] = {}
-    trackers = [r for r in records if r.kind == "tracker" and r.seq > last_patch.seq]
-    clean = [t for t in trackers if _tracker_clean(t)]
-    good = [t for t in clean if t.files and not _stale(workspace, t) and (not patched or patched & set(t.files))]
-    if good:
-        ev["tracker"] = good[-1].seq
-    elif clean:
-        t = clean[-1]
-        why = ("lists no files" if not t.files else "is stale (files changed since)" if _stale(workspace, t)
-               else "never imported a patched file")
-        missing.append(f"a clean overwrite-tracker run on the patched files as they are now: the clean tracker "
-                       f"run (record {t.seq}) {why}; rerun the tracker")
-    elif trackers:
-        missing.append(f"a clean overwrite-tracker run after the patch: the tracker run (record {trackers[-1].seq}) "
-                       "reported warnings or failed; fix them or explain them, then rerun the tracker")
-    else:
-        missing.append(f"a clean overwrite-tracker run after the patch (record {last_patch.seq}): run the tracker "
-                       "(instrument) on the patched program")
-
-    confirmed = [r for r in records if r.kind == "symptom_gone" and r.seq > last_patch.seq
-                 and r.payload.get("user_confirmed") is True]
-    if confirmed:
-        ev["symptom_gone"] = confirmed[-1].seq
-        return missing, ev
-    reruns = [r for r in records if r.kind == "run" and r.seq > last_patch.seq and not r.payload.get("changed")]
-    befores = [r for r in records if r.kind == "run" and r.seq < first_patch.seq]
-    if not reruns:
-        missing.append(f"a rerun of the user's workflow after the patch (record {last_patch.seq}) whose objective "
-                       "improves on the run before it: run_script the workflow again (or the user confirms the "
-                       "symptom is gone)")
-        return missing, ev
-    why = ""
-    for after in reversed(reruns):
-        stale = _stale(workspace, after)
-        if stale:
-            why = f"the rerun (record {after.seq}) is stale: {', '.join(sorted(stale))} changed since"
-            continue
-        before = next((b for b in reversed(befores) if _same_workflow(b, after, same_args=True)), None)
-        if before is None:
-            why = ("there is no run of the same workflow (same script and arguments) before the patch to compare "
-                   "with; run the unpatched workflow (undo, run, redo) or have the user confirm the symptom is gone")
-            continue
-        ok, why = objective_improves(before, after)
-        if ok:
-            ev["run_before"], ev["run_after"] = before.seq, after.seq
-            return missing, ev
-    missing.append(f"a workflow rerun whose objective improves on the run before the patch: {why}")
-    return missing, ev
-
-
-def _tracker_clean(t: LedgerRecord) -> bool:
-    p = t.payload
-    if p.get("ok") is False:
-        return False
-    if "clean" in p:
-        return p["clean"] is True
-    w = p.get("warnings")
-    if isinstance(w, list):
-        return not w
-    n = p.get("n_warnings", p.get("warning_count"))
-    return n == 0
-
-
-def _unmodified_check(records: list[LedgerRecord], workspace: Path) -> tuple[list[str], dict[str, int]]:
-    """A passing full-horizon check on the program as it was before any patch."""
-    originals: dict[str, str | None] = {}
-    for p in (r for r in records if r.kind == "patch"):
-        for rel, sha in (p.payload.get("before") or {}).items():
-            originals.setdefault(rel, sha)
-    modified = [rel for rel, sha in originals.items() if disk_hashes(workspace, [rel])[rel] != sha]
-    passing = [r for r in records if _is_check(r) and r.payload.get("passed") is True and _full_horizon(r)]
-    missing: list[str] = []
-    if modified:
-        missing.append(f"the program is modified ({', '.join(sorted(modified))} differ from their originals): "
-                       "this outcome is about the unmodified program; undo the patches (warpgrad undo --all) or "
-                       "finish with another outcome")
-    good = [r for r in passing if r.files and not _stale(workspace, r)]
-    if not good:
-        if passing:
-            r = passing[-1]
-            what = "lists no files it imported" if not r.files else (
-                f"is stale ({', '.join(sorted(_stale(workspace, r)))} changed since)")
-            missing.append(f"a passing full-horizon FD check on the files as they are now: the passing check "
-                           f"(record {r.seq}) {what}; rerun gradcheck")
-        else:
-            missing.append("a passing full-horizon FD check (gradcheck over the user's full objective and "
-                           "horizon, ok=true, passed=true) on the unmodified program")
-        return missing, {}
-    a = good[-1]
-    contra = [r for r in records if _is_check(r) and r.payload.get("passed") is False and r.files == a.files
-              and r.payload.get("harness_id") == a.payload.get("harness_id")]
-    if contra:
-        missing.append(f"the failing check (record {contra[-1].seq}) used the same harness on the same files as "
-                       f"the passing check (record {a.seq}): resolve the contradiction (seed? noise band?) first")
-    return missing, {"passing_check": a.seq}
-
-
-def _not_a_gradient_bug(records: list[LedgerRecord], workspace: Path) -> tuple[list[str], dict[str, int]]:
-    missing, ev = _unmodified_check(records, workspace)
-    runs = [r for r in records if r.kind == "run"]
-    found = None
-    why = ("a workflow run with the suspected non-gradient cause changed (its payload's `changed` names what, "
-           "e.g. a smaller learning rate, or it ran with different args) whose objective improves on the "
-           "baseline run of the same script")
-    for v in reversed(runs):
-        base = next((b for b in reversed(runs) if b.seq < v.seq and _same_workflow(b, v) and not b.payload.get(
-            "changed") and (v.payload.get("changed") or b.payload.get("args") != v.payload.get("args"))), None)
-        if base is None or not (v.payload.get("changed") or v.payload.get("args") != base.payload.get("args")):
-            continue
-        ok, reason = objective_improves(base, v)
-        if ok:
-            found = (base, v)
-            break
-        if "(the variant run" not in why:
-            why += f" (the variant run, record {v.seq}, does not: {reason})"
-    if found:
-        ev["baseline_run"], ev["variant_run"] = found[0].seq, found[1].seq
-    else:
-        missing.append(why)
-    return missing, ev
-
-
-def _blocked(records: list[LedgerRecord], workspace: Path) -> tuple[list[str], dict[str, int]]:
-    failed = [r for r in records if r.kind == "run" and _run_failed(r)]
-    why = [r for r in failed if any(r.payload.get(k) for k in ("error", "stderr_tail", "reason", "stdout_tail"))]
-    if not why:
-        return [("a recorded failed run that shows why the program cannot run (a run record with ok=false and "
-                 "its error or stderr): run_script the program so the failure is on record")], {}
-    current = [r for r in why if not _stale(workspace, r)]
-    if not current:
-        return [(f"the failed run (record {why[-1].seq}) is stale: the files changed since; run it again to show "
-                 "it still fails")], {}
-    return [], {"failed_run": current[-1].seq}
-
-
-def _diagnosis_only(records: list[LedgerRecord], workspace: Path) -> tuple[list[str], dict[str, int]]:
-    checks = [r for r in records if _is_check(r) and r.payload.get("passed") is not None and _full_horizon(r)]
-    good = [r for r in checks if r.files and not _stale(workspace, r)]
-    if good:
-        return [], {"check": good[-1].seq}
-    if checks:
-        return [(f"a full-horizon FD check on the files as they are now: the check (record {checks[-1].seq}) "
-                 "lists no files or is stale; rerun gradcheck")], {}
-    return ["a full-horizon FD check (gradcheck with ok=true over the user's objective and horizon)"], {}
-
-
-_RULES = {
-    "fixed": _fixed,
-    "gradients_correct": _unmodified_check,
-    "not_a_gradient_bug": _not_a_gradient_bug,
-    "blocked": _blocked,
-    "diagnosis_only": _diagnosis_only,
-}
-
-
-def check_finish(workspace: Path, outcome: str) -> GateResult:
-    """Decide whether the ledger of `workspace` proves `outcome`; list what is missing if not.
-
-    The rules (each piece must be in the ledger, and checks must match the files on disk now):
-    - `fixed`: a failing FD check; a patch after it; a passing check after the patch with the same
-      `harness_id` whose `files` match disk and include a patched file; a clean tracker run after the
-      patch on those files; a workflow rerun after the patch whose objective improves on the run before
-      the patch (or a `symptom_gone` record the user confirmed).
-    - `gradients_correct`: a passing full-horizon check on the unmodified program.
-    - `not_a_gradient_bug`: as `gradients_correct`, plus a workflow run with the suspected cause changed
-      that improves on the baseline run.
-    - `blocked`: a failed run that records why.
-    - `diagnosis_only`: a full-horizon check (passing or failing) on the files as they are.
-
-    Args:
-        workspace: The workspace root.
-        outcome: One of `OUTCOMES`.
-
-    Returns:
-        The verdict, the missing pieces as actions, and the seqs of the records that satisfied it.
-    """
-    if outcome not in _RULES:
-        return GateResult(outcome=outcome, accepted=False,
-                          missing=[f"a known outcome: one of {', '.join(OUTCOMES)}"])
-    records, check = Ledger(workspace).read()
-    records = with_provenance(records)
-    missing: list[str] = [
-        f"an intact ledger: {p}; the evidence cannot be trusted until a person resolves this"
-        for p in check.problems
-    ]
-    more, ev = _RULES[outcome](records, Path(workspace))
-    missing += more
-    return GateResult(outcome=outcome, accepted=not missing, missing=missing, evidence=ev)

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from warpgrad.tools.gate import Comparison
 from warpgrad.tools.ledger import Ledger, LedgerRecord
 
 _FINDING_KEYS = ("warnings", "findings", "hypotheses", "issues", "divergences", "suspects")
@@ -60,11 +61,27 @@ class FileEntry(BaseModel):
     sha256: str | None = None
 
 
+class FinishView(BaseModel):
+    """The finish record's payload, as the report reads it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    outcome: str | None = None
+    summary: str | None = None
+    evidence: dict[str, int] = Field(default_factory=dict)
+    comparison: Comparison | None = None
+
+
 class Report(BaseModel):
     """Everything `warpgrad report` shows, taken from the ledger."""
 
     ledger_ok: bool
     ledger_problems: list[str] = Field(default_factory=list)
+    records: int = 0
+    signed: bool = Field(False, description="Every record carries a valid signature under this machine's key.")
+    unsigned: list[int] = Field(default_factory=list, description="Records without a valid signature.")
+    key_id: str | None = None
+    comparison: Comparison | None = Field(None, description="The workflow objective before -> after (fixed).")
     outcome: str | None = None
     finish_seq: int | None = None
     root_cause: str | None = Field(None, description="The agent's own words from the finish record.")
@@ -132,14 +149,20 @@ def _collect_refs(obj: Any, out: list[str]) -> None:
 def build_report(workspace: Path) -> Report:
     """Assemble the report from `<workspace>/.warpgrad/ledger.jsonl`."""
     records, check = Ledger(workspace).read()
-    rep = Report(ledger_ok=check.ok, ledger_problems=check.problems)
+    rep = Report(ledger_ok=check.ok, ledger_problems=check.problems, records=len(records), signed=check.signed,
+                 unsigned=check.unsigned, key_id=check.key_id)
     finish = next((r for r in reversed(records) if r.kind == "finish"), None)
     roles: dict[int, str] = {}
     if finish is not None:
-        rep.outcome = finish.payload.get("outcome")
+        try:
+            fv = FinishView.model_validate(finish.payload)
+        except ValidationError:
+            fv = FinishView()
+        rep.outcome = fv.outcome
         rep.finish_seq = finish.seq
-        rep.root_cause = finish.payload.get("summary")
-        ev = finish.payload.get("evidence") or {}
+        rep.root_cause = fv.summary
+        rep.comparison = fv.comparison
+        ev = fv.evidence
         for key, role in (("failing_check", "before"), ("passing_check", "after"), ("check", "check"),
                           ("run_before", "before the patch"), ("run_after", "after the patch"),
                           ("baseline_run", "baseline"), ("variant_run", "variant"), ("failed_run", "failed")):
@@ -208,11 +231,17 @@ def render_markdown(rep: Report) -> str:
     if not rep.ledger_ok:
         out += ["", ("**Warning: the ledger failed verification** (edited, truncated or damaged). What follows is "
                      "its readable part and cannot be trusted; run `warpgrad gate` to see the problems.")]
+    out += ["", _signature_line(rep)]
     out.append("")
     if rep.root_cause:
         out += ["## Root cause (the agent's words, not a measurement)", ""]
         out += [f"> {line}" if line else ">" for line in rep.root_cause.splitlines()]
         out.append("")
+    if rep.comparison is not None:
+        cmp = rep.comparison
+        out += ["## Workflow objective", "",
+                (f"Workflow objective before -> after (records {cmp.before_seq} -> {cmp.after_seq}): {cmp.quantity} "
+                f"{_num(cmp.before)} -> {_num(cmp.after)} ({cmp.verdict})."), ""]
     if rep.checks:
         out += ["## Finite-difference evidence", ""]
         before = next((c for c in rep.checks if c.role == "before"), None)
@@ -263,6 +292,18 @@ def render_markdown(rep: Report) -> str:
             out.append(f"- `{f.path}`" + (f": {f.purpose}" if f.purpose else "") + f" (record {f.seq})")
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _signature_line(rep: Report) -> str:
+    if rep.records and rep.signed:
+        return (f"Ledger: hash chain {'intact' if rep.ledger_ok else 'BROKEN'}, every record "
+                f"signed with this machine's warpgrad key (key id `{rep.key_id}`).")
+    if not rep.records:
+        return "Ledger: empty."
+    shown = ", ".join(map(str, rep.unsigned[:20])) + (", ..." if len(rep.unsigned) > 20 else "")
+    return (f"**Ledger NOT signed**: record(s) {shown} carry no valid signature under this "
+            f"machine's key ({'key id `' + rep.key_id + '`' if rep.key_id else 'no key exists here'}): they were "
+            "written by something that cannot read the key, or on another machine. The gate refuses every outcome.")
 
 
 def report_json(rep: Report) -> str:

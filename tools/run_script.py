@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.losses import JsonFloat, LossPoint, parse_losses, summarize
+from warpgrad.tools.metric import Direction, MetricSpec
 from warpgrad.tools.registry import tool
 from warpgrad.tools.runner import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_warp_chatter
 from warpgrad.tools.workspace import rel_path, resolve_path
@@ -25,6 +26,29 @@ class RunScriptArgs(BaseModel):
     memory_mb: int = Field(DEFAULT_MEMORY_MB, gt=64, description="Address-space cap of the process, in MiB (CPU runs).")
     device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU even where CUDA exists.")
     record: bool = Field(True, description="Append the run (with its loss trajectory) to the evidence ledger.")
+    metric: str | None = Field(None, description="Name of the printed quantity the run is judged by when the script "
+                               "prints a metric rather than a loss (e.g. 'x_T' for `x_T = 0.98`). The finish gate "
+                               "compares the runs before and after a patch by it.")
+    metric_regex: str | None = Field(None, description="Instead of `metric`: a regex over stdout whose first group is "
+                                     "the value.")
+    metric_direction: Direction = Field("lower", description="Which way the metric is better: lower, higher, or "
+                                        "closer (to metric_target).")
+    metric_target: float | None = Field(None, description="With metric_direction='closer': the value to approach.")
+
+    @model_validator(mode="after")
+    def _metric_is_whole(self) -> RunScriptArgs:
+        if self.metric is None and self.metric_regex is None:
+            if self.metric_target is not None or self.metric_direction != "lower":
+                raise ValueError("metric_direction and metric_target need `metric` or `metric_regex`")
+            return self
+        self.metric_spec()  # raises with the reason when the spec is incomplete or the regex is bad
+        return self
+
+    def metric_spec(self) -> MetricSpec | None:
+        if self.metric is None and self.metric_regex is None:
+            return None
+        return MetricSpec(name=self.metric, regex=self.metric_regex, direction=self.metric_direction,
+                          target=self.metric_target)
 
 
 class RunError(BaseModel):
@@ -56,19 +80,25 @@ class RunScriptResult(BaseModel):
     warp_warnings: list[str] = []
     files: dict[str, str] = Field(default_factory=dict, description="sha256 of every workspace file the run imported.")
     counts: dict[str, int] = {}
+    metric: MetricSpec | None = Field(None, description="The named metric the run is judged by, if one was given.")
+    metric_values: list[JsonFloat] = Field(default_factory=list, description="Every value of the metric in stdout.")
+    metric_final: JsonFloat | None = Field(None, description="The last value of the metric (None: not printed).")
 
 
 def run_script_in(workspace: Path, script: Path, args: list[str], *, timeout_s: float = 300.0,
-                  memory_mb: int = DEFAULT_MEMORY_MB, device: str | None = None) -> RunScriptResult:
+                  memory_mb: int = DEFAULT_MEMORY_MB, device: str | None = None,
+                  metric: MetricSpec | None = None) -> RunScriptResult:
     """Run `script` under the harness in "run" mode and describe what happened."""
     workspace = Path(workspace).resolve()
     cfg = {"mode": "run", "workspace": str(workspace), "script": str(script), "args": list(args), "device": device}
     out = run_harness(cfg, cwd=workspace, timeout_s=timeout_s, memory_mb=memory_mb, device=device)
-    return describe_run(out.process, out.data, workspace, script, args)
+    return describe_run(out.process, out.data, workspace, script, args, metric=metric)
 
 
-def describe_run(proc: ProcessResult, data: dict | None, workspace: Path, script: Path, args: list[str]) -> RunScriptResult:
+def describe_run(proc: ProcessResult, data: dict | None, workspace: Path, script: Path, args: list[str],
+                 metric: MetricSpec | None = None) -> RunScriptResult:
     stdout = strip_warp_chatter(proc.stdout_tail)
+    metric_values = metric.values(stdout) if metric is not None else []
     stderr = strip_warp_chatter(proc.stderr_tail)
     error = _error_of(proc, data, stderr)
     points = parse_losses(stdout)
@@ -86,6 +116,7 @@ def describe_run(proc: ProcessResult, data: dict | None, workspace: Path, script
         trend=summary.get("trend"),
         warp_warnings=[r["message"][:400] for r in (data or {}).get("warp_log", []) if r["level"] == "warning"][:50],
         files=(data or {}).get("files", {}), counts=(data or {}).get("run", {}) or {},
+        metric=metric, metric_values=metric_values, metric_final=metric_values[-1] if metric_values else None,
     )
 
 
@@ -121,10 +152,12 @@ def run_script(args: RunScriptArgs, workspace: Path) -> RunScriptResult:
     """Run a workspace script as `python script.py args...` would (its folder on sys.path) in a sandboxed
     subprocess with a timeout and memory cap, and report exit status, wall time, the end of its output,
     Warp's warnings, and the loss trajectory parsed from what it prints. Use it to reproduce the user's
-    symptom and, after a fix, to rerun their workflow (the finish gate needs that rerun)."""
+    symptom and, after a fix, to rerun their workflow (the finish gate needs that rerun). When the script
+    prints a metric rather than a loss, name it (`metric`, or `metric_regex`, with `metric_direction`) so
+    the gate can compare the runs before and after a patch without editing the user's print lines."""
     path = resolve_path(workspace, args.script)
     result = run_script_in(workspace, path, args.args, timeout_s=args.timeout_s, memory_mb=args.memory_mb,
-                           device=args.device)
+                           device=args.device, metric=args.metric_spec())
     if args.record:
         Ledger(workspace).append("run", result, tool="run_script")
     return result

@@ -1,0 +1,858 @@
+"""The finish gate: does the evidence in the ledger say what an outcome claims?
+
+`check_finish(workspace, outcome)` is the one gate every front end calls (the `finish` tool, `warpgrad
+gate`, hooks, the eval runner). It reads the ledger (`warpgrad.tools.ledger`, the append-only log) and
+the files on disk, and lists what is missing, each item tagged with the validity rule it comes from.
+
+The rules are named like linter rules (`RULES`: id, name, summary, why, what satisfies it). The gate
+does not only check that evidence of the right kinds exists in the right order; it checks that each
+piece *says* what the outcome claims: a check of a sub-array is not a check of the objective, a check
+that found all zeros is not a pass, a run whose loss could not be read proves no improvement, and a
+failing check on the files as they are now is not outweighed by an older pass with another harness.
+
+Ledger payloads are read through typed views (`CheckView`, `RunView`, ...); a payload that does not
+validate is not evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from warpgrad.tools.ledger import Ledger, LedgerRecord, disk_hashes
+from warpgrad.tools.metric import MetricSpec
+
+Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only"]
+OUTCOMES: tuple[str, ...] = ("fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only")
+CORRECT_CLAIMS = ("fixed", "gradients_correct", "not_a_gradient_bug")
+PROBE_AGREEMENT_RTOL = 1e-3  # scripts print 4-7 significant digits; the probe's value is a float32 sum
+
+
+# ---------------------------------------------------------------------------------------------------
+# The rules
+# ---------------------------------------------------------------------------------------------------
+
+
+class Rule(BaseModel):
+    """One validity rule of the gate, documented like a linter rule."""
+
+    id: str
+    name: str
+    summary: str = Field(description="One line: what the rule requires.")
+    why: str = Field(description="The false outcome it prevents.")
+    satisfied_by: str = Field(description="What evidence satisfies it.")
+
+
+RULES: dict[str, Rule] = {r.id: r for r in (
+    Rule(id="G001", name="intact-signed-ledger",
+         summary="The ledger's hash chain verifies and every record is signed with this machine's key.",
+         why="Records appended or rewritten by something that cannot read the key (a script in the workspace, a "
+             "collaborator, a copied ledger) would otherwise prove anything.",
+         satisfied_by="A ledger written only through warpgrad's tools on this machine."),
+    Rule(id="G002", name="no-current-failure",
+         summary="No outcome that claims correct gradients stands while a check on the current files fails.",
+         why="An older pass with another harness or iteration outweighed the latest failing check.",
+         satisfied_by="Every conclusive check on the files as they are now passes, or a later check explains the "
+                      "failure: the failing check is marked unreliable by the engine (`nondeterministic`, or "
+                      "`unreliable_reason`) and a "
+                      "later passing check of the full objective on the same files names it in `supersedes`."),
+    Rule(id="G003", name="full-objective",
+         summary="A check of a partial objective (a named variable, a sub-array, an intermediate, an undeclared "
+                 "probe) never satisfies gradients_correct or fixed.",
+         why="A check that the per-element array's gradient is right says nothing about the mean the script "
+             "optimizes.",
+         satisfied_by="A check with objective_kind 'script', or 'probe_declared' that passes G004."),
+    Rule(id="G004", name="declared-probe-agrees",
+         summary="A probe's loss() counts as the objective only when declared so and equal to what the script "
+                 "reports at the same parameters.",
+         why="A probe can difference any quantity it likes; only agreement ties it to the user's objective.",
+         satisfied_by="A workflow run on the same program files whose first reported loss equals the probe's "
+                      f"objective_value within a relative {PROBE_AGREEMENT_RTOL:g}."),
+    Rule(id="G005", name="nonzero-pass",
+         summary="A check that found a zero objective, zero AD and zero FD is not a pass.",
+         why="All-zero numbers agree trivially: nothing depended on the parameters (a stale or disconnected read).",
+         satisfied_by="A check where the objective, AD or FD is nonzero."),
+    Rule(id="G006", name="first-and-later-iteration",
+         summary="gradients_correct needs passing checks at the first training iteration and at a later one.",
+         why="A check at iteration 0 alone misses gradients that go stale or accumulate from the second on.",
+         satisfied_by="Passing full-objective checks whose iterations cover 0 and some iteration > 0."),
+    Rule(id="G007", name="workflow-run",
+         summary="gradients_correct needs a run of the user's workflow on the files as they are now.",
+         why="Without it nothing ties the checked program to what the user runs.",
+         satisfied_by="A run_script record that completed and imported the checked program files unchanged."),
+    Rule(id="G008", name="fix-evidence-chain",
+         summary="fixed needs a failing check, a patch after it, and a passing check with the same harness on the "
+                 "patched files as they are now.",
+         why="Before/after with the same harness is the only like-for-like proof that the patch changed the "
+             "gradient.",
+         satisfied_by="gradcheck before the patch (fails) and again after it with the same arguments (passes)."),
+    Rule(id="G009", name="clean-tracker",
+         summary="fixed needs a clean overwrite-tracker run on the patched files.",
+         why="A passing FD check can hide an overwrite the tracker sees.",
+         satisfied_by="instrument (the tracker) after the last patch, with no warnings."),
+    Rule(id="G010", name="objective-before-after",
+         summary="fixed needs the workflow run before the patch and a rerun after it, both showing the objective "
+                 "or the named metric, and the rerun improving on it; the report states before -> after.",
+         why="A run whose loss could not be read (nothing parsed) compared nothing.",
+         satisfied_by="run_script of the same script and arguments before and after the patch, with a parsed loss "
+                      "or a `metric`; a driver script counts when it imported the patched files."),
+)}
+
+
+def tagged(rule_id: str, text: str) -> str:
+    """A missing piece, prefixed with the rule it comes from."""
+    return f"[{rule_id} {RULES[rule_id].name}] {text}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Typed views of ledger payloads
+# ---------------------------------------------------------------------------------------------------
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ParamView(_View):
+    name: str = ""
+    ad_norm: float | None = None
+    ad: float | None = None
+    fd: float | None = None
+
+
+class DirectionView(_View):
+    ad: float = 0.0
+    fd: float = 0.0
+
+
+class HarnessView(_View):
+    objective: str | None = Field(None, description="A named objective variable (capture `--objective NAME`).")
+    declared_objective: bool = False
+
+
+ObjectiveKind = Literal["script", "partial", "probe", "probe_declared"]
+
+
+class CheckView(_View):
+    """A gradcheck record's payload, as the gate reads it."""
+
+    ok: bool = False
+    passed: bool | None = None
+    signature: str | None = None
+    harness_id: str | None = None
+    harness: HarnessView = Field(default_factory=HarnessView)
+    files: dict[str, str] = Field(default_factory=dict)
+    objective_kind: ObjectiveKind | None = Field(None, description="None on records written before the field.")
+    iterations: list[int] = Field(default_factory=list)
+    iteration: int | None = None
+    full_horizon: bool = True
+    objective_value: float | None = None
+    max_rel_error: float | None = None
+    params: list[ParamView] = Field(default_factory=list)
+    directions: list[DirectionView] = Field(default_factory=list)
+    mode: str = "capture"
+    script: str | None = None
+    probe: str | None = None
+    unreliable_reason: str | None = Field(None, description="Set by the engine when the check cannot be trusted.")
+    nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
+    supersedes: list[int] = Field(default_factory=list, description="Seqs of failing checks this one explains.")
+
+    def kind(self) -> ObjectiveKind:
+        """The objective kind; records from before the field get it inferred the way capture now sets it.
+
+        Whatever a record says, a probe's loss() is never "script" and a capture of a named variable
+        (`--objective NAME`) is never more than "partial" (the contract with capture).
+        """
+        if self.mode == "probe":
+            if self.objective_kind in ("probe", "probe_declared"):
+                return self.objective_kind
+            return "probe_declared" if self.harness.declared_objective else "probe"
+        if self.harness.objective:
+            return "partial"
+        return self.objective_kind or "script"
+
+    def covered_iterations(self) -> list[int]:
+        """Training iterations the check covered; old records name only `iteration` (a probe: its params())."""
+        if self.iterations:
+            return sorted(set(self.iterations))
+        return [self.iteration if self.iteration is not None else 0]
+
+    def all_zero(self) -> bool:
+        """Zero objective, zero AD and zero FD (G005): numbers that agree because nothing was measured."""
+        if self.objective_value is None or self.objective_value != 0.0:
+            return False
+        if self.directions:
+            return all(d.ad == 0.0 and d.fd == 0.0 for d in self.directions)
+        known = [p for p in self.params if p.ad_norm is not None or p.ad is not None or p.fd is not None]
+        return bool(known) and all((p.ad_norm or 0.0) == 0.0 and (p.ad or 0.0) == 0.0 and (p.fd or 0.0) == 0.0
+                                   for p in known)
+
+
+class RunView(_View):
+    """A workflow run record's payload (run_script)."""
+
+    ok: bool | None = None
+    script: str | None = None
+    args: list[str] = Field(default_factory=list)
+    returncode: int | None = None
+    signal: str | None = None
+    timed_out: bool = False
+    changed: str | None = None
+    final_loss: float | None = None
+    loss_trajectory: list[float | None] = Field(default_factory=list)
+    objective_direction: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    error: Any = None
+    reason: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    metric: MetricSpec | None = None
+    metric_values: list[float] = Field(default_factory=list)
+
+    def failed(self) -> bool:
+        return self.ok is False or self.timed_out or bool(self.signal) or (
+            self.returncode is not None and self.returncode != 0)
+
+    def trajectory(self) -> list[float]:
+        return [math.nan if v is None else float(v) for v in self.loss_trajectory]
+
+    def says_why(self) -> bool:
+        return bool(self.error or self.stderr_tail or self.reason or self.stdout_tail)
+
+
+class PatchView(_View):
+    paths: list[str] = Field(default_factory=list)
+    after: dict[str, Any] = Field(default_factory=dict)
+    before: dict[str, str | None] = Field(default_factory=dict)
+    diagnostic: list[str] = Field(default_factory=list)
+
+
+class TrackerView(_View):
+    ok: bool | None = None
+    clean: bool | None = None
+    warnings: list[Any] | None = None
+    n_warnings: int | None = None
+    warning_count: int | None = None
+
+    def is_clean(self) -> bool:
+        if self.ok is False:
+            return False
+        if self.clean is not None:
+            return self.clean
+        if self.warnings is not None:
+            return not self.warnings
+        n = self.n_warnings if self.n_warnings is not None else self.warning_count
+        return n == 0
+
+
+class ShrinkView(_View):
+    output: str | None = None
+    sha256: str | None = None
+    script: str | None = None
+    source_sha256: str | None = None
+
+
+class SymptomView(_View):
+    user_confirmed: bool = False
+
+
+def _view(model: type[_View], r: LedgerRecord) -> Any:
+    try:
+        return model.model_validate(r.payload)
+    except ValidationError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------------
+
+
+class Comparison(BaseModel):
+    """The workflow objective before -> after a patch, as the gate compared it (numbers from the ledger)."""
+
+    quantity: str = Field(description="'final loss' or the named metric, with its direction.")
+    before_seq: int
+    after_seq: int
+    before: float | None
+    after: float | None
+    verdict: str = Field(description="Why it counts as an improvement, in words.")
+
+
+class GateResult(BaseModel):
+    """Whether the ledger holds the evidence an outcome needs, and what is missing if not."""
+
+    outcome: str = Field(description="The outcome that was asked for.")
+    accepted: bool = Field(description="True when every piece of evidence the outcome needs is on record.")
+    missing: list[str] = Field(default_factory=list, description="What is missing, each an action to take.")
+    evidence: dict[str, int] = Field(
+        default_factory=dict, description="Role -> ledger seq of the records that satisfy the gate."
+    )
+    comparison: Comparison | None = Field(None, description="fixed: the workflow objective before -> after.")
+    signed: bool = Field(False, description="Every ledger record carries a valid signature under this machine's key.")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Evidence: the ledger read once, with typed views and the files on disk
+# ---------------------------------------------------------------------------------------------------
+
+
+class Check:
+    """A gradcheck record with its view and the gate's judgement of it."""
+
+    def __init__(self, rec: LedgerRecord, view: CheckView, kind: ObjectiveKind, kind_why: str) -> None:
+        self.rec, self.v, self.kind, self.kind_why = rec, view, kind, kind_why
+
+    @property
+    def seq(self) -> int:
+        return self.rec.seq
+
+    @property
+    def files(self) -> dict[str, str]:
+        return self.rec.files
+
+    def full_objective(self) -> bool:
+        return self.kind in ("script", "probe_declared")
+
+    def real_pass(self) -> bool:
+        return self.v.passed is True and not self.v.all_zero()
+
+    def unreliable(self) -> str | None:
+        """Why the engine marked this check unreliable (None: it did not)."""
+        if self.v.unreliable_reason:
+            return self.v.unreliable_reason
+        return "the objective is not deterministic" if self.v.nondeterministic else None
+
+
+class Evidence:
+    def __init__(self, records: list[LedgerRecord], workspace: Path) -> None:
+        self.records = with_provenance(records)
+        self.workspace = workspace
+        self._disk: dict[str, str | None] = {}
+        self.runs = [(r, v) for r in self.records if r.kind == "run" and (v := _view(RunView, r)) is not None]
+        self.checks: list[Check] = []
+        for r in self.records:
+            if r.kind != "gradcheck":
+                continue
+            v = _view(CheckView, r)
+            if v is None or not v.ok:
+                continue
+            kind, why = self._judge_kind(r, v)
+            self.checks.append(Check(r, v, kind, why))
+
+    def stale(self, r: LedgerRecord) -> list[str]:
+        """The record's files whose bytes on disk differ now (each file hashed once per gate decision)."""
+        todo = [rel for rel in r.files if rel not in self._disk]
+        self._disk.update(disk_hashes(self.workspace, todo))
+        return [rel for rel, sha in r.files.items() if self._disk[rel] != sha]
+
+    def current(self, r: LedgerRecord) -> bool:
+        return bool(r.files) and not self.stale(r)
+
+    def _judge_kind(self, r: LedgerRecord, v: CheckView) -> tuple[ObjectiveKind, str]:
+        kind = v.kind()
+        if kind == "partial":
+            what = f"the named variable {v.harness.objective!r}" if v.harness.objective else "a partial objective"
+            return kind, f"it differenced {what}, not the objective the script reports"
+        if kind == "probe":
+            return kind, "its probe's loss() is not declared to be the script's objective (declared_objective)"
+        if kind != "probe_declared":
+            return kind, ""
+        agrees, why = self._probe_agrees(r, v)
+        return ("probe_declared", "") if agrees else ("probe", why)
+
+    def _probe_agrees(self, r: LedgerRecord, v: CheckView) -> tuple[bool, str]:
+        """G004: the probe's base objective equals the first loss a workflow run on the same files reported."""
+        if v.objective_value is None or not math.isfinite(v.objective_value):
+            return False, "its probe reported no finite objective value to compare with the script's"
+        program = {p: h for p, h in r.files.items() if p != v.probe}
+        best = ""
+        for run, rv in reversed(self.runs):
+            shared = set(program) & set(run.files)
+            if not shared or any(run.files[p] != program[p] for p in shared):
+                continue
+            traj = [x for x in rv.trajectory() if math.isfinite(x)]
+            first = rv.trajectory()[0] if rv.trajectory() else None
+            if first is None or not traj:
+                best = f"the workflow run (record {run.seq}) on the same files reported no loss to compare with"
+                continue
+            if math.isclose(first, v.objective_value, rel_tol=PROBE_AGREEMENT_RTOL, abs_tol=1e-12):
+                return True, ""
+            best = (f"its loss() at the script's parameters, {v.objective_value!r}, differs from the first loss the "
+                    f"script reported, {first!r} (record {run.seq})")
+        return False, best or ("no workflow run on the same program files shows the script's own loss to compare "
+                               "the declared probe with: run_script the workflow")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers shared by the outcomes
+# ---------------------------------------------------------------------------------------------------
+
+
+def _short(h: str | None) -> str:
+    return (h or "?")[:12]
+
+
+def _patched_paths(r: LedgerRecord) -> set[str]:
+    """The user's files a patch changed (warpgrad's own diagnostic files do not count as the program)."""
+    p = _view(PatchView, r) or PatchView()
+    paths = set(p.paths) | set(p.after) or set(r.files)
+    return paths - set(p.diagnostic)
+
+
+def with_provenance(records: list[LedgerRecord]) -> list[LedgerRecord]:
+    """Records whose `files` also name the program a shrunk copy was cut from.
+
+    A check that ran `sim_shrunk.py` exercised `sim.py` as it was when `shrink` copied it (only values
+    differ, and shrink proves that). So when a record's file is a shrink output with the same hash, the
+    source path and its hash at shrink time are added: patching `sim.py` afterwards makes the check stale
+    until the copy is cut again, and a check on a fresh copy counts as exercising the patched `sim.py`.
+    """
+    copies: dict[tuple[str, str], tuple[str, str]] = {}
+    out = []
+    for r in records:
+        sv = _view(ShrinkView, r) if r.kind == "shrink" else None
+        if sv is not None and sv.source_sha256 and sv.output and sv.sha256 and sv.script:
+            copies[(sv.output, sv.sha256)] = (sv.script, sv.source_sha256)
+        extra = {copies[(k, v)][0]: copies[(k, v)][1] for k, v in r.files.items() if (k, v) in copies}
+        extra = {k: v for k, v in extra.items() if k not in r.files}
+        out.append(r.model_copy(update={"files": {**r.files, **extra}}) if extra and r.kind != "shrink" else r)
+    return out
+
+
+def _same_workflow(a: RunView, b: RunView, *, same_args: bool = False) -> bool:
+    """Runs of the same script (and, with same_args, the same arguments: a rerun at a smaller learning
+    rate does not show that a patch fixed anything)."""
+    if not (a.script is None or b.script is None or a.script == b.script):
+        return False
+    return not same_args or a.args == b.args
+
+
+class _Quantity(BaseModel):
+    label: str
+    values: list[float]
+    badness_sign: float = 1.0
+    metric: MetricSpec | None = None
+
+    def bad(self, v: float) -> float:
+        return self.metric.badness(v) if self.metric is not None else self.badness_sign * v
+
+
+def _quantity(rv: RunView, metric: MetricSpec | None) -> _Quantity:
+    """The values a run is judged by: the named metric (re-read from the recorded output when the run was
+    made before the metric was named), else its loss trajectory (or final loss)."""
+    if metric is not None:
+        vals = rv.metric_values if rv.metric == metric else metric.values(rv.stdout_tail)
+        return _Quantity(label=metric.label(), values=vals, metric=metric)
+    traj = rv.trajectory()
+    if rv.final_loss is not None:  # the run's own final value wins over the last parsed point
+        traj = [*traj[:-1], rv.final_loss]
+    sign = -1.0 if rv.objective_direction == "max" else 1.0
+    return _Quantity(label="final loss" + (" (higher is better)" if sign < 0 else ""), values=traj,
+                     badness_sign=sign)
+
+
+def objective_improves(before: LedgerRecord, after: LedgerRecord) -> tuple[bool, str, Comparison | None]:
+    """Does the workflow run `after` improve on `before`? The verdict, why in words, and the comparison.
+
+    The quantity is the metric `after` names (`run_script(metric=...)`), else the loss. Lower is better
+    unless the metric says otherwise (or the run says `objective_direction: "max"`). The run before must
+    show the quantity at all (G010: a run with nothing parsed compares nothing). A finite final value
+    improves on a non-finite one only when the later run's own trajectory also improves (the skill's rule:
+    an exploding optimisation must now improve, not merely avoid NaN).
+    """
+    bv, av = _view(RunView, before), _view(RunView, after)
+    if bv is None or av is None:
+        return False, "a run record does not have the shape of a run_script result", None
+    if av.failed():
+        return False, f"the rerun (record {after.seq}) failed", None
+    q_after = _quantity(av, av.metric)
+    q_before = _quantity(bv, av.metric)
+    if not q_after.values:
+        what = f"no value of the {q_after.label}" if av.metric else "no final_loss or loss_trajectory"
+        return False, (f"the rerun (record {after.seq}) reports {what}; if the script prints a metric rather than a "
+                       "loss, rerun it with run_script(metric=NAME or metric_regex=..., metric_direction=...)"), None
+    if not q_before.values:
+        what = f"no value of the {q_before.label}" if av.metric else "no loss that could be parsed"
+        return False, (f"the run before the patch (record {before.seq}) shows {what}, so there is nothing to compare "
+                       "the rerun with: name the quantity the script prints (run_script metric=...) or run the "
+                       "unpatched workflow again (undo, run, redo)"), None
+    a, b = q_after.values[-1], q_before.values[-1]
+    cmp = Comparison(quantity=q_after.label, before_seq=before.seq, after_seq=after.seq, before=b, after=a,
+                     verdict="")
+    if not math.isfinite(a):
+        return False, f"the rerun (record {after.seq}) still ends at a non-finite objective ({q_after.label})", None
+    if not any(math.isfinite(x) for x in q_before.values):
+        return False, (f"every value of the {q_before.label} in the run before the patch (record {before.seq}) is "
+                       "non-finite: nothing was measured to compare with; run the unpatched workflow so it "
+                       "prints at least one finite value (fewer iterations), or name a metric it does print"), None
+    if not math.isfinite(b) or bv.failed():
+        traj = q_after.values
+        if len(traj) >= 2 and all(math.isfinite(v) for v in traj) and q_after.bad(traj[-1]) < q_after.bad(traj[0]):
+            cmp.verdict = "finite and improving where the run before ended non-finite or failed"
+            return True, cmp.verdict, cmp
+        return False, (f"the run before (record {before.seq}) was non-finite or failed, but the rerun "
+                       f"(record {after.seq}) does not show its objective improving over its own trajectory"), None
+    if q_after.bad(a) < q_after.bad(b):
+        cmp.verdict = f"{q_after.label} improved"
+        return True, cmp.verdict, cmp
+    return False, (f"the rerun (record {after.seq}) ends at {a!r}, which does not improve on {b!r} "
+                   f"(record {before.seq}) by the {q_after.label}"), None
+
+
+def _current_failures(ev: Evidence, *, after_seq: int = -1) -> list[str]:
+    """G002: conclusive failing checks on the files as they are now, not explained by a later check."""
+    out = []
+    for f in ev.checks:
+        if f.v.passed is not False or f.seq <= after_seq or not ev.current(f.rec):
+            continue
+        explainer = next((c for c in ev.checks if c.seq > f.seq and f.seq in c.v.supersedes and c.real_pass()
+                          and c.full_objective() and ev.current(c.rec) and c.files == f.files), None)
+        if explainer is not None and f.unreliable():
+            continue
+        hint = ""
+        if explainer is not None:
+            hint = (f"; check {explainer.seq} claims to supersede it but the engine did not mark the failing check "
+                    "unreliable")
+        elif f.unreliable():
+            hint = (f"; the engine marked it unreliable ({f.unreliable()}) but no later passing check of the "
+                    "full objective on these files supersedes it")
+        out.append(tagged("G002", (
+            f"the check at record {f.seq} (harness {_short(f.v.harness_id)}, iterations "
+            f"{f.v.covered_iterations()}) FAILED on the files as they are now{hint}: a failing check on the current "
+            "files outweighs any pass; find out why it fails (or fix it) and check again")))
+    return out
+
+
+def _not_a_pass_reason(c: Check) -> str:
+    if not c.full_objective():
+        return f"partial evidence ({c.kind_why})"
+    if c.v.all_zero():
+        return "it found a zero objective, zero AD and zero FD (nothing was measured)"
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# The outcomes
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Out(BaseModel):
+    missing: list[str] = Field(default_factory=list)
+    evidence: dict[str, int] = Field(default_factory=dict)
+    comparison: Comparison | None = None
+
+
+def _fixed(ev: Evidence) -> _Out:
+    failing = [c for c in ev.checks if c.v.passed is False]
+    if not failing:
+        return _Out(missing=[tagged("G008", (
+            "a failing FD check (a gradcheck record with ok=true and passed=false): run gradcheck on the program "
+            "before patching so the wrong gradient is on record"))])
+    patches = [r for r in ev.records if r.kind == "patch"]
+    best: _Out | None = None
+    for f in reversed(failing):
+        cand = _fixed_from(ev, f, patches)
+        if best is None or len(cand.missing) < len(best.missing):
+            best = cand
+        if not best.missing:
+            break
+    assert best is not None
+    best.missing = _current_failures(ev) + best.missing
+    return best
+
+
+def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
+    out = _Out(evidence={"failing_check": f.seq})
+    after_f = [p for p in patches if p.seq > f.seq and _patched_paths(p)]
+    if not after_f:
+        msg = (f"a patch (edit_file or apply_patch) of the user's program recorded after the failing check (record "
+               f"{f.seq})")
+        if any(p.seq > f.seq for p in patches):
+            msg += "; the patches since only changed warpgrad's own diagnostic files (probe, shrunk copy)"
+        out.missing.append(tagged("G008", msg))
+        return out
+    first_patch = after_f[0]
+    hid = f.v.harness_id
+    passing = [c for c in ev.checks if c.v.passed is True and c.seq > first_patch.seq]
+    same = [c for c in passing if hid and c.v.harness_id == hid]
+    if not same:
+        msg = (f"a passing FD check after the patch with the same harness as the failing check (record {f.seq}, "
+               f"harness_id {_short(hid)}): rerun gradcheck with the same script or probe, eps policy, seed and "
+               "iteration")
+        if passing:
+            msg += (f"; the passing check (record {passing[-1].seq}) used a different harness "
+                    f"({_short(passing[-1].v.harness_id)}), so it does not compare like with like")
+        more = _after_patch_needs(ev, after_f[-1], first_patch, set())
+        out.missing = [tagged("G008", msg), *more.missing]
+        return out
+    best: _Out | None = None
+    for a in reversed(same):
+        cand = _Out(evidence=dict(out.evidence, passing_check=a.seq))
+        in_fix = [p for p in after_f if p.seq < a.seq]
+        cand.evidence["patch"] = in_fix[-1].seq
+        patched = set().union(*(_patched_paths(p) for p in in_fix))
+        stale = ev.stale(a.rec)
+        why_not = _not_a_pass_reason(a)
+        if why_not:
+            rule = "G003" if not a.full_objective() else "G005"
+            cand.missing.append(tagged(rule, (
+                f"the passing check (record {a.seq}) is not a pass of the user's objective: {why_not}; check the "
+                "objective the script reports (capture without --objective, or a probe declared and agreeing)")))
+        if not a.files:
+            cand.missing.append(tagged("G008", (
+                f"the passing check (record {a.seq}) lists no files it imported, so it cannot be tied to the program "
+                "on disk: rerun gradcheck through the shipped program")))
+        elif stale:
+            cand.missing.append(tagged("G008", (
+                f"the passing check (record {a.seq}) is stale: {', '.join(sorted(stale))} changed on disk after it "
+                "ran; rerun gradcheck on the files as they are now")))
+        if a.files and not (patched & set(a.files)):
+            cand.missing.append(tagged("G008", (
+                f"the passing check (record {a.seq}) never imported a patched file ({', '.join(sorted(patched))}); "
+                "verify the patched program itself, not a re-implementation of it")))
+        elif a.files and all(a.files[p] == f.files.get(p) for p in patched & set(a.files)):
+            cand.missing.append(tagged("G008", (
+                f"the passing check (record {a.seq}) ran the same bytes of the patched files as the failing check "
+                f"(record {f.seq}): the patch was undone or changed nothing, so the pass is noise or a flaky "
+                "harness, not a fix")))
+        more = _after_patch_needs(ev, in_fix[-1], first_patch, patched)
+        cand.missing += more.missing
+        cand.evidence.update(more.evidence)
+        cand.comparison = more.comparison
+        if best is None or len(cand.missing) < len(best.missing):
+            best = cand
+        if not cand.missing:
+            break
+    assert best is not None
+    return best
+
+
+def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, patched: set[str]) -> _Out:
+    """Tracker and workflow-rerun requirements after the fix's last patch."""
+    out = _Out()
+    trackers = [(r, v) for r in ev.records if r.kind == "tracker" and r.seq > last_patch.seq
+                and (v := _view(TrackerView, r)) is not None]
+    clean = [r for r, v in trackers if v.is_clean()]
+    good = [t for t in clean if ev.current(t) and (not patched or patched & set(t.files))]
+    if good:
+        out.evidence["tracker"] = good[-1].seq
+    elif clean:
+        t = clean[-1]
+        why = ("lists no files" if not t.files else "is stale (files changed since)" if ev.stale(t)
+               else "never imported a patched file")
+        out.missing.append(tagged("G009", (
+            f"a clean overwrite-tracker run on the patched files as they are now: the clean tracker run (record "
+            f"{t.seq}) {why}; rerun the tracker")))
+    elif trackers:
+        out.missing.append(tagged("G009", (
+            f"a clean overwrite-tracker run after the patch: the tracker run (record {trackers[-1][0].seq}) reported "
+            "warnings or failed; fix them or explain them, then rerun the tracker")))
+    else:
+        out.missing.append(tagged("G009", (
+            f"a clean overwrite-tracker run after the patch (record {last_patch.seq}): run the tracker (instrument) "
+            "on the patched program")))
+
+    confirmed = [r for r in ev.records if r.kind == "symptom_gone" and r.seq > last_patch.seq
+                 and (sv := _view(SymptomView, r)) is not None and sv.user_confirmed]
+    if confirmed:
+        out.evidence["symptom_gone"] = confirmed[-1].seq
+        return out
+    reruns = [(r, v) for r, v in ev.runs if r.seq > last_patch.seq and not v.changed]
+    befores = [(r, v) for r, v in ev.runs if r.seq < first_patch.seq]
+    if not reruns:
+        out.missing.append(tagged("G010", (
+            f"a rerun of the user's workflow after the patch (record {last_patch.seq}) whose objective improves on "
+            "the run before it: run_script the workflow again (or the user confirms the symptom is gone)")))
+        return out
+    reasons: list[str] = []  # newest rerun first: its reason is the one worth reading
+    for after, av in reversed(reruns):
+        stale = ev.stale(after)
+        if stale:
+            reasons.append(f"the rerun (record {after.seq}) is stale: {', '.join(sorted(stale))} changed since")
+            continue
+        if patched and not (patched & set(after.files)):
+            reasons.append(f"the rerun (record {after.seq}, {av.script}) never imported a patched file "
+                           f"({', '.join(sorted(patched))}): it did not run the patched program")
+            continue
+        before = next((b for b, bv in reversed(befores) if _same_workflow(bv, av, same_args=True)), None)
+        if before is None:
+            reasons.append(f"there is no run of the same workflow ({av.script}, same script and arguments) before the "
+                           "patch to compare with; run the unpatched workflow (undo, run, redo) or have the user "
+                           "confirm the symptom is gone")
+            continue
+        ok, reason, cmp = objective_improves(before, after)
+        if ok:
+            out.evidence["run_before"], out.evidence["run_after"] = before.seq, after.seq
+            out.comparison = cmp
+            return out
+        reasons.append(reason)
+    why = reasons[0]
+    out.missing.append(tagged("G010", f"a workflow rerun whose objective improves on the run before the patch: {why}"))
+    return out
+
+
+def _unmodified_check(ev: Evidence, *, need_iterations: bool = True, need_run: bool = True) -> _Out:
+    """Passing full-objective checks on the program as it was before any patch (first and later iteration),
+    no failing check on the current files, and a workflow run on them."""
+    originals: dict[str, str | None] = {}
+    for r in ev.records:
+        if r.kind == "patch":
+            for rel, sha in (_view(PatchView, r) or PatchView()).before.items():
+                originals.setdefault(rel, sha)
+    now = disk_hashes(ev.workspace, list(originals))
+    modified = [rel for rel, sha in originals.items() if now[rel] != sha]
+    out = _Out()
+    if modified:
+        out.missing.append(tagged("G008", (
+            f"the program is modified ({', '.join(sorted(modified))} differ from their originals): this outcome is "
+            "about the unmodified program; undo the patches (warpgrad undo --all) or finish with another outcome")))
+    passing = [c for c in ev.checks if c.v.passed is True and c.v.full_horizon]
+    current = [c for c in passing if ev.current(c.rec)]
+    good = [c for c in current if not _not_a_pass_reason(c)]
+    if not good:
+        if current:
+            c = current[-1]
+            rule = "G003" if not c.full_objective() else "G005"
+            out.missing.append(tagged(rule, (
+                f"a passing full-horizon FD check of the user's objective: the passing check (record {c.seq}) is "
+                f"{_not_a_pass_reason(c)}; rerun gradcheck on the objective the script reports")))
+        elif passing:
+            c = passing[-1]
+            what = "lists no files it imported" if not c.files else (
+                f"is stale ({', '.join(sorted(ev.stale(c.rec)))} changed since)")
+            out.missing.append(tagged("G008", (
+                f"a passing full-horizon FD check on the files as they are now: the passing check (record {c.seq}) "
+                f"{what}; rerun gradcheck")))
+        else:
+            out.missing.append(tagged("G008", (
+                "a passing full-horizon FD check (gradcheck over the user's full objective and horizon, ok=true, "
+                "passed=true) on the unmodified program")))
+    else:
+        out.evidence["passing_check"] = good[-1].seq
+        covered = sorted(set().union(*(c.v.covered_iterations() for c in good)))
+        if need_iterations and (0 not in covered or not any(i > 0 for i in covered)):
+            have = ", ".join(map(str, covered))
+            out.missing.append(tagged("G006", (
+                f"passing checks at the first training iteration and at a later one: the passing checks on these "
+                f"files cover iteration(s) {have} only; run gradcheck at "
+                f"{'iteration 0' if 0 not in covered else 'a later iteration (e.g. --iteration 2)'}")))
+        if need_run:
+            program = set().union(*(set(c.files) - {c.v.probe} for c in good))
+            runs = [r for r, v in ev.runs if not v.failed() and ev.current(r) and program & set(r.files)]
+            if runs:
+                out.evidence["workflow_run"] = runs[-1].seq
+            else:
+                out.missing.append(tagged("G007", (
+                    "a completed run of the user's workflow on the files as they are now (run_script the script the "
+                    "user runs), so the checked program is tied to what the user runs")))
+    out.missing = _current_failures(ev) + out.missing
+    return out
+
+
+def _gradients_correct(ev: Evidence) -> _Out:
+    return _unmodified_check(ev)
+
+
+def _not_a_gradient_bug(ev: Evidence) -> _Out:
+    out = _unmodified_check(ev, need_run=False)
+    found = None
+    why = ("a workflow run with the suspected non-gradient cause changed (its payload's `changed` names what, e.g. a "
+           "smaller learning rate, or it ran with different args) whose objective improves on the baseline run of "
+           "the same script")
+    for v, vv in reversed(ev.runs):
+        base = next((b for b, bv in reversed(ev.runs) if b.seq < v.seq and _same_workflow(bv, vv) and not bv.changed
+                     and (vv.changed or bv.args != vv.args)), None)
+        if base is None:
+            continue
+        ok, reason, _ = objective_improves(base, v)
+        if ok:
+            found = (base, v)
+            break
+        if "(the variant run" not in why:
+            why += f" (the variant run, record {v.seq}, does not: {reason})"
+    if found:
+        out.evidence["baseline_run"], out.evidence["variant_run"] = found[0].seq, found[1].seq
+    else:
+        out.missing.append(tagged("G010", why))
+    return out
+
+
+def _blocked(ev: Evidence) -> _Out:
+    why = [r for r, v in ev.runs if v.failed() and v.says_why()]
+    if not why:
+        return _Out(missing=[("a recorded failed run that shows why the program cannot run (a run record with "
+                             "ok=false and its error or stderr): run_script the program so the failure is on record")])
+    current = [r for r in why if not ev.stale(r)]
+    if not current:
+        return _Out(missing=[(f"the failed run (record {why[-1].seq}) is stale: the files changed since; run it again "
+                             "to show it still fails")])
+    return _Out(evidence={"failed_run": current[-1].seq})
+
+
+def _diagnosis_only(ev: Evidence) -> _Out:
+    checks = [c for c in ev.checks if c.v.passed is not None and c.v.full_horizon]
+    good = [c for c in checks if ev.current(c.rec)]
+    if good:
+        return _Out(evidence={"check": good[-1].seq})
+    if checks:
+        return _Out(missing=[(f"a full-horizon FD check on the files as they are now: the check (record "
+                             f"{checks[-1].seq}) lists no files or is stale; rerun gradcheck")])
+    return _Out(missing=["a full-horizon FD check (gradcheck with ok=true over the user's objective and horizon)"])
+
+
+_OUTCOME_RULES = {
+    "fixed": _fixed,
+    "gradients_correct": _gradients_correct,
+    "not_a_gradient_bug": _not_a_gradient_bug,
+    "blocked": _blocked,
+    "diagnosis_only": _diagnosis_only,
+}
+
+
+def check_finish(workspace: Path, outcome: str) -> GateResult:
+    """Decide whether the ledger of `workspace` proves `outcome`; list what is missing if not.
+
+    Every outcome needs an intact, signed ledger (G001). Then:
+    - `fixed`: a failing FD check; a patch after it; a passing check of the full objective after the patch
+      with the same `harness_id` whose `files` match disk and include a patched file (G003, G005, G008);
+      no failing check on the current files (G002); a clean tracker run after the patch on those files
+      (G009); a workflow rerun after the patch that imported the patched files and improves on the same
+      workflow's run before the patch by its loss or named metric, both parsed (G010), or a `symptom_gone`
+      record the user confirmed.
+    - `gradients_correct`: passing full-objective, full-horizon checks on the unmodified program covering
+      the first and a later iteration (G003, G005, G006), no failing check on the current files (G002), and
+      a completed workflow run on those files (G007).
+    - `not_a_gradient_bug`: as `gradients_correct` without G007, plus a workflow run with the suspected
+      cause changed that improves on the baseline run.
+    - `blocked`: a failed run that records why.
+    - `diagnosis_only`: a full-horizon check (passing or failing) on the files as they are.
+
+    Args:
+        workspace: The workspace root.
+        outcome: One of `OUTCOMES`.
+
+    Returns:
+        The verdict, the missing pieces as actions, the seqs of the records that satisfied it, and for
+        `fixed` the before -> after comparison of the workflow objective.
+    """
+    if outcome not in _OUTCOME_RULES:
+        return GateResult(outcome=outcome, accepted=False,
+                          missing=[f"a known outcome: one of {', '.join(OUTCOMES)}"])
+    records, check = Ledger(workspace).read()
+    missing: list[str] = [
+        tagged("G001", f"an intact ledger: {p}; the evidence cannot be trusted until a person resolves this")
+        for p in check.problems
+    ]
+    if check.unsigned:
+        shown = ", ".join(map(str, check.unsigned[:10])) + (", ..." if len(check.unsigned) > 10 else "")
+        missing.append(tagged("G001", (
+            f"records signed with this machine's warpgrad key: record(s) {shown} carry no valid signature "
+            f"(key {check.key_id or 'missing'}), so they were written by something that cannot read the key "
+            "(forged, or copied from another machine); a person must inspect the ledger and start a fresh one")))
+    out = _OUTCOME_RULES[outcome](Evidence(records, Path(workspace)))
+    missing += out.missing
+    return GateResult(outcome=outcome, accepted=not missing, missing=missing, evidence=out.evidence,
+                      comparison=out.comparison, signed=check.signed)

@@ -212,3 +212,15 @@ def test_bwrap_required_but_unusable_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
     r = run_process([sys.executable, "-c", "pass"], cwd=tmp_path, sandbox=SandboxPolicy(workspace=tmp_path))
     assert r.returncode == 127 and "bwrap isolation was required" in r.stderr_tail
+
+
+def test_doctor_says_which_isolation_runs_get_and_proves_it_with_a_run(tmp_path, isolation, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-doctor-check-0000")
+    r = subprocess.run([sys.executable, "-m", "warpgrad", "doctor", "--json", "--workspace", str(tmp_path)],
+                       capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["isolation"]["isolation"] == isolation and report["live_check"] == "ok"
+    assert "ANTHROPIC_API_KEY" in report["withheld_env"] and "sk-ant-doctor" not in r.stdout

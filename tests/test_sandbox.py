@@ -123,6 +123,8 @@ def test_the_environment_is_an_allow_list():
     assert env == {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C", "CUDA_VISIBLE_DEVICES": "0"}
     with pytest.raises(ValueError, match="secret"):
         child_env({}, {"X_TOKEN": "t"})
+    asked = child_env({"WARPGRAD_PASS_ENV": "DATA_DIR, GH_TOKEN", "DATA_DIR": "/d", "GH_TOKEN": "t", "OTHER": "o"})
+    assert asked == {"WARPGRAD_PASS_ENV": "DATA_DIR, GH_TOKEN", "DATA_DIR": "/d"}
     assert redact("a sk-ant-abcdefghijk b ghp_" + "a" * 36 + " c", []) == "a [REDACTED] b [REDACTED] c"
     assert redact("value hunter22 here", ["hunter22"]) == "value [REDACTED] here"
 

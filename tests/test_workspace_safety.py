@@ -208,7 +208,8 @@ def test_undo_without_a_backup_folder_or_with_a_damaged_index_says_so(ws):
         undo(ws)
 
 
-def test_a_refused_edit_quotes_the_proposed_line_not_the_one_on_disk(ws):
+def test_a_refused_edit_quotes_the_proposed_line_not_the_one_on_disk(ws, monkeypatch):
+    monkeypatch.chdir(ws)  # where Python would look the file name up to quote its line
     with pytest.raises(ToolError) as e:
         edit_file(EditFileArgs(path="sim.py", old_text="b = 1", new_text="b = (1"), ws)
     assert "b = (1" in str(e.value)

@@ -71,7 +71,7 @@ class ProcessResult(BaseModel):
     def describe(self) -> str:
         """One line naming what happened, for error messages."""
         if self.timed_out:
-            return f"timed out after {self.wall_s:.1f} s (killed the process group)"
+            return f"timed out after {self.wall_s:.1f} s (killed it and every process it started)"
         if self.signal:
             return f"crashed ({self.signal})"
         if self.returncode != 0:

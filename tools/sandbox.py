@@ -192,10 +192,18 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+PASS_ENV = "WARPGRAD_PASS_ENV"
+
+
 def child_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment user code gets: the allow-listed part of `base`, never a secret, plus `extra`."""
+    """The environment user code gets: the allow-listed part of `base`, never a secret, plus `extra`.
+
+    A script that needs more of the user's variables names them in `WARPGRAD_PASS_ENV` (comma
+    separated); secret-looking names are withheld even then.
+    """
+    asked = {n.strip() for n in base.get(PASS_ENV, "").split(",") if n.strip()}
     env = {k: v for k, v in base.items()
-           if (k in ALLOWED_NAMES or k.startswith(ALLOWED_PREFIXES)) and not is_secret_name(k)}
+           if (k in ALLOWED_NAMES or k in asked or k.startswith(ALLOWED_PREFIXES)) and not is_secret_name(k)}
     for k, v in (extra or {}).items():
         if is_secret_name(k):
             raise ValueError(f"{k} looks like a secret; it is never passed to user code")

@@ -7,7 +7,12 @@ Safety rules every tool here follows (and other tools should, through `resolve_p
 - a user's file is never overwritten by `write_file` and never deleted; a file warpgrad created is
   tracked in `.warpgrad/created.json` and may be rewritten (or removed by `undo`);
 - every patch backs the file up to `.warpgrad/backups/` first, refuses to break Python syntax, and is
-  recorded in the ledger (kind `patch`) with its diff and before/after sha256.
+  recorded in the ledger (kind `patch`) with its diff and before/after sha256;
+- changes are serialized (`edit_lock`, from the read to the ledger record), written ahead and capped
+  in size (`MAX_EDIT_CHARS`, `MAX_FILE_BYTES`).
+
+Path safety lives in `paths.py`; backups, write-ahead patches and `undo` in `backups.py` (both
+re-exported here).
 """
 
 from __future__ import annotations

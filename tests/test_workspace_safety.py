@@ -129,7 +129,7 @@ def test_two_simultaneous_edits_of_one_file_both_land(ws):
         start = threading.Barrier(2)
         errors: list[BaseException] = []
 
-        def edit(old: str, new: str, start: threading.Barrier = start) -> None:
+        def edit(old: str, new: str, start: threading.Barrier = start, errors: list = errors) -> None:
             start.wait()
             try:
                 edit_file(EditFileArgs(path="sim.py", old_text=old, new_text=new), ws)

@@ -199,11 +199,11 @@ def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeo
     if timed_out:
         sig = None
     secrets = secret_values()
-    return res.model_copy(update=dict(
-        returncode=rc, signal=sig, timed_out=timed_out, wall_s=round(time.monotonic() - start, 3),
-        stdout_tail=redact(out.text(), secrets), stderr_tail=redact(err.text(), secrets), stdout_bytes=out.total,
-        stderr_bytes=err.total,
-    ))
+    return res.model_copy(update={
+        "returncode": rc, "signal": sig, "timed_out": timed_out, "wall_s": round(time.monotonic() - start, 3),
+        "stdout_tail": redact(out.text(), secrets), "stderr_tail": redact(err.text(), secrets),
+        "stdout_bytes": out.total, "stderr_bytes": err.total,
+    })
 
 
 class HarnessOutcome(BaseModel):

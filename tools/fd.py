@@ -39,9 +39,21 @@ class Param:
     grad: np.ndarray
 
     @property
-    def scale(self) -> float:
-        rms = float(np.sqrt(np.mean(np.square(self.value)))) if self.value.size else 0.0
-        return rms if rms > 1e-6 else 1.0
+    def scale(self) -> np.ndarray:
+        """The step scale per scalar lane: the RMS of each component of a vector type (last numpy axis) taken
+        separately, so a lane around 0.05 beside one around 15 gets a step it can resolve; plain arrays have
+        one lane. Broadcasts against `value`."""
+        if not self.value.size:
+            return np.ones(1)
+        v = self.value if self.value.ndim >= 2 else self.value.reshape(-1, 1)
+        rms = np.sqrt(np.mean(np.square(v.reshape(-1, v.shape[-1])), axis=0))
+        rms = np.where(rms > 1e-6, rms, 1.0)
+        return rms if self.value.ndim >= 2 else rms.reshape(())
+
+    def scale_at(self, flat_index: int) -> float:
+        """The step scale of one entry (by flat index)."""
+        sc = np.broadcast_to(self.scale, self.value.shape).reshape(-1)
+        return float(sc[flat_index])
 
 
 @dataclass
@@ -93,6 +105,10 @@ class FDReport(BaseModel):
     ratio_mean: float | None = None
     ratio_spread: float | None = None
     flat: bool = Field(False, description="AD is exactly zero and the objective did not move at the small steps")
+    unreached: bool = Field(False, description="The objective never moved under any perturbation (not even the "
+                            "largest step): the perturbation did not reach it")
+    trunc_rel: float | None = Field(None, description="FD truncation error relative to the size of the terms, "
+                                    "from the sweep (carried to a second check at the same step)")
     evaluations: int = 0
 
 
@@ -197,6 +213,14 @@ class FDEngine:
                         "measure float32 cancellation, not the gradient. Reduce the objective's magnitude "
                         "(subtract a constant, normalise) or compute it in float64."),
             )
+        if not any(moved):
+            return FDReport(
+                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations, unreached=True,
+                reason=(f"the objective did not change at all under any perturbation, even the largest step "
+                        f"({sweep[0].step:g}), while AD·v = {sweep[0].ad:.4g}: the perturbation never reached the "
+                        "objective (it was computed before the parameters' first use, or from a copy taken earlier), "
+                        "so this is not evidence about the forward or the gradient"),
+            )
         if not any(moved[1:]):
             return FDReport(
                 verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
@@ -252,7 +276,7 @@ class FDEngine:
                 fd, ad, rb, mag = self._point(d, t, evs[2 * k - 2], evs[2 * k - 1])
                 checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
         report = FDReport(verdict="agree" if all(c.agree for c in checks) else "disagree", step=t,
-                          noise_band=band0, sweep=sweep, directions=checks)
+                          noise_band=band0, sweep=sweep, directions=checks, trunc_rel=trunc_rel)
         ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
         if ratios:
             mean = float(np.mean(ratios))
@@ -265,6 +289,47 @@ class FDEngine:
         report.evaluations = self.evaluations
         return report
 
+    def check_at(self, step: float, trunc_rel: float) -> FDReport:
+        """Directions at a step a sweep already chose at another point of the same program (a second training
+        iteration): no sweep of its own, the truncation error carried over relative to the size of the terms,
+        the rounding band measured here. Costs 2 evaluations per direction."""
+        dirs = directions(self.params, self.n_directions, self.seed)
+        self._step = step
+        evs = self._run([x for d in dirs for x in _pair(d, step)])
+        err = _first_error(evs)
+        if err:
+            return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {err}", evaluations=self.evaluations)
+        checks, points = [], []
+        for k, d in enumerate(dirs):
+            fd, ad, rb, mag = self._point(d, step, evs[2 * k], evs[2 * k + 1])
+            if not np.isfinite(fd):
+                return FDReport(verdict="inconclusive", reason="the objective is not finite near the parameters",
+                                evaluations=self.evaluations)
+            points.append((fd, ad, rb, mag))
+            checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
+        all_zero_ad = all(not np.any(p.grad) for p in self.params)
+        if all(fd == 0.0 for fd, *_ in points):
+            if all_zero_ad:
+                return FDReport(verdict="agree", flat=True, step=step, noise_band=0.0, directions=checks,
+                                evaluations=self.evaluations,
+                                reason="AD gradient is exactly zero and the objective does not move at this step")
+            return FDReport(verdict="inconclusive", unreached=True, directions=checks, evaluations=self.evaluations,
+                            reason=f"the objective did not change at all at step {step:g} while AD·v is nonzero: the "
+                                   "perturbation did not reach the objective, or it is piecewise constant here")
+        if not any(abs(fd) > 4 * rb or mag > 4 * rb for fd, ad, rb, mag in points):
+            return FDReport(verdict="inconclusive", directions=checks, evaluations=self.evaluations,
+                            reason="FD cannot resolve this objective at this iteration: its float rounding is "
+                                   "comparable to its change at the chosen step")
+        report = FDReport(verdict="agree" if all(c.agree for c in checks) else "disagree", step=step,
+                          noise_band=max(c.band for c in checks), directions=checks, trunc_rel=trunc_rel)
+        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
+        if ratios:
+            mean = float(np.mean(ratios))
+            report.ratio_mean = mean
+            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+        report.evaluations = self.evaluations
+        return report
+
     def _size(self) -> int:
         return sum(p.value.size for p in self.params)
 
@@ -274,7 +339,7 @@ class FDEngine:
         batch = []
         for p, idx in items:
             e = np.zeros(p.value.size)
-            e[idx] = p.scale
+            e[idx] = p.scale_at(idx)
             batch += _pair({p.key: e.reshape(p.value.shape)}, t)
         evs = self._run(batch)
         out = []
@@ -283,7 +348,7 @@ class FDEngine:
             if plus.error or minus.error:
                 return []
             e = np.zeros(p.value.size)
-            e[idx] = p.scale
+            e[idx] = p.scale_at(idx)
             fd, ad, rb, mag = self._point({p.key: e.reshape(p.value.shape)}, t, plus, minus)
             agree = bool(abs(ad - fd) <= 3 * rb + 0.02 * max(abs(fd), abs(ad), mag) + 1e-30)
             out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.value.shape)],
@@ -324,7 +389,7 @@ class FDEngine:
             batch = []
             for idx in order:
                 e = np.zeros_like(flat_grad)
-                e[idx] = p.scale
+                e[idx] = p.scale_at(idx)
                 batch += _pair({p.key: e.reshape(p.grad.shape)}, t)
             evs = self._run(batch)
             for j, idx in enumerate(order):
@@ -332,7 +397,7 @@ class FDEngine:
                 if plus.error or minus.error:
                     continue
                 e = np.zeros_like(flat_grad)
-                e[idx] = p.scale
+                e[idx] = p.scale_at(idx)
                 fd, ad, rb, mag = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
                 band = rb + trunc_rel * max(abs(fd), mag)
                 agree = bool(abs(ad - fd) <= 3 * band + REL_SLACK * max(abs(fd), abs(ad)) + 1e-12)

@@ -120,6 +120,7 @@ class GradcheckResult(BaseModel):
         "probe_declared: a probe loss() declared to be, and agreeing with, the script's reported objective.")
     iterations: list[int] = Field(default_factory=list, description="Training iterations checked (first and a later "
                                   "one by default).")
+    nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
     forward_nonfinite: bool = Field(False, description="The objective itself is NaN/inf before any update: a forward bug.")
     device: str = ""
     warp_version: str = ""
@@ -159,6 +160,144 @@ def check(args: GradcheckArgs, workspace: Path) -> GradcheckResult:
 
 
 # ------------------------------------------------------------------------------------------ capture
+class _Evaluator:
+    """Runs FD evaluations of one captured script: each evaluation is the script rerun with perturbations
+    added at the parameters' first use in the checked iteration, stopped at that iteration's update."""
+
+    def __init__(self, args: GradcheckArgs, workspace: Path, script: Path, base_cfg: dict[str, Any], tmp: Path,
+                 scheme: str) -> None:
+        self.args, self.workspace, self.script, self.base_cfg, self.tmp = args, workspace, script, base_cfg, tmp
+        self.scheme = scheme
+        self.counter = 0
+        self.jobs = _jobs(args.jobs)
+        self.forkable = args.device == "cpu" or not _cuda_possible()
+
+    def _config(self, iteration: int, pert: dict[str, np.ndarray]) -> tuple[dict[str, Any], Path]:
+        k = self.counter = self.counter + 1
+        items = []
+        for role, delta in pert.items():
+            path = self.tmp / f"delta_{k}_{len(items)}.npy"
+            np.save(path, delta)
+            items.append({"role": role, "delta": str(path)})
+        outdir = self.tmp / f"eval_{k}"
+        outdir.mkdir()
+        cfg = dict(self.base_cfg, mode="fd", outdir=str(outdir), timeout_s=self.args.timeout_s,
+                   result=str(outdir / "result.json"), stderr=str(outdir / "stderr.txt"),
+                   capture={"iteration": iteration, "scheme": self.scheme, "objective": self.args.objective,
+                            "params": self.args.params, "perturb": items})
+        return cfg, outdir
+
+    def _result(self, iteration: int, o: HarnessOutcome) -> fd.Evaluation:
+        d = (o.data or {}).get("capture") or {}
+        if d.get("listener_error"):
+            return fd.Evaluation(None, error=f"warpgrad's capture failed inside a perturbed run (an internal error, "
+                                             f"not your script): {d['listener_error'].splitlines()[0]}")
+        if o.data is None or (o.data.get("error") and not d.get("reached")):
+            r = describe_run(o.process, o.data, self.workspace, self.script, self.args.args)
+            return fd.Evaluation(None, error=f"a perturbed run failed before iteration {iteration}'s update: "
+                                             f"{r.error.message if r.error else o.error}")
+        if not d.get("reached"):
+            return fd.Evaluation(None, error=f"a perturbed run ended ({d.get('stopped_at')}) without reaching "
+                                             f"iteration {iteration}'s update: the script's control flow depends "
+                                             "on the parameters or on run-to-run state")
+        if d.get("unapplied"):
+            return fd.Evaluation(None, error=f"parameters not reached in the perturbed run: {d['unapplied']}")
+        applied = {role: np.load(path) for role, path in d.get("applied", {}).items()}
+        return fd.Evaluation(d.get("objective"), applied=applied)
+
+    def _one(self, iteration: int, pert: dict[str, np.ndarray]) -> fd.Evaluation:
+        cfg, _ = self._config(iteration, pert)
+        out = run_harness(cfg, cwd=self.workspace, timeout_s=self.args.timeout_s, device=self.args.device)
+        return self._result(iteration, out)
+
+    def _chunk(self, iteration: int, perts: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
+        """Evaluations forked from one booted harness (Warp imported once)."""
+        subs = [self._config(iteration, p) for p in perts]
+        o = run_harness({"mode": "batch", "batch": [c for c, _ in subs]}, cwd=self.workspace,
+                        timeout_s=self.args.timeout_s * len(subs) + 30, device=self.args.device)
+        info = (o.data or {}).get("batch") or []
+        out = []
+        for i, (cfg, outdir) in enumerate(subs):
+            res_file = Path(cfg["result"])
+            data = json.loads(res_file.read_text(encoding="utf-8")) if res_file.is_file() else None
+            e = info[i] if i < len(info) else {}
+            err_tail = (outdir / "stderr.txt").read_text(encoding="utf-8", errors="replace")[-8000:] \
+                if (outdir / "stderr.txt").is_file() else o.process.stderr_tail
+            proc = ProcessResult(argv=o.process.argv, returncode=e.get("returncode", o.process.returncode),
+                                 signal=e.get("signal"), timed_out=bool(e.get("timed_out")), wall_s=e.get("wall_s", 0.0),
+                                 stderr_tail=err_tail, memory_limit_mb=o.process.memory_limit_mb)
+            out.append(self._result(iteration, HarnessOutcome(process=proc, data=data)))
+        return out
+
+    def evaluate(self, iteration: int, batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
+        jobs = self.jobs
+        if not self.forkable:
+            with ThreadPoolExecutor(jobs) as pool:
+                return list(pool.map(lambda p: self._one(iteration, p), batch))
+        parts = [batch[i::jobs] for i in range(jobs) if batch[i::jobs]]
+        with ThreadPoolExecutor(len(parts)) as pool:
+            done = list(pool.map(lambda part: self._chunk(iteration, part), parts))
+        ordered: list[fd.Evaluation | None] = [None] * len(batch)
+        for i, part in enumerate(done):
+            for j, ev in enumerate(part):
+                ordered[i + j * jobs] = ev
+        return ordered  # type: ignore[return-value]
+
+
+def _capture(args: GradcheckArgs, workspace: Path, script: Path, base_cfg: dict[str, Any], res: GradcheckResult):
+    """The capture run (with the fallback to iteration 0 when a later iteration's forward is already
+    non-finite). Returns (run, data, capture dict)."""
+    iteration = args.iteration
+    for attempt in range(2):
+        cap_cfg = dict(base_cfg, mode="capture",
+                       capture={"iteration": iteration, "params": args.params, "objective": args.objective})
+        out = run_harness(cap_cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+        run = describe_run(out.process, out.data, workspace, script, args.args)
+        data = out.data or {}
+        cap = data.get("capture") or {}
+        obj = cap.get("objective")
+        if (attempt == 0 and args.iteration is None and cap.get("iteration") and run.error is None
+                and obj is not None and not np.isfinite(obj)):
+            # A NaN gradient at iteration 0 poisons the parameters, so iteration 1's forward is already
+            # non-finite: check the first iteration, where the bad gradient was born.
+            res.notes.append(f"the objective is {obj} at iteration {cap['iteration']}; checked iteration 0 instead")
+            iteration = 0
+            continue
+        return run, data, cap
+    return run, data, cap
+
+
+def _refusal(args: GradcheckArgs, cap: dict[str, Any], res: GradcheckResult) -> str | None:
+    """Why capture cannot say what was differentiated (None when it can). Each reason names the assumption
+    that failed; a refusal is never a pass."""
+    if not cap.get("iterations_seen"):
+        return ("the script never called tape.backward(): there is no gradient to check. If the gradient is "
+                "computed elsewhere, write a probe file (params/loss/grad) and pass --probe")
+    params = cap.get("params", [])
+    if cap["scheme"] == "backward" and not args.params and len(params) != 1:
+        names = ", ".join(cap.get("leaf_candidates") or []) or "none found"
+        return ("no parameter update was seen after backward (no warp.optim step, no launch or host code reading a "
+                f".grad), so the parameters are ambiguous. Candidate leaf arrays: {names}. Name them with --param "
+                "NAME, or write a probe file")
+    if not params:
+        return (f"iteration {cap.get('iteration')} consumed no gradient of a parameter that --param names"
+                if args.params else "no parameter gradient was consumed at the captured iteration")
+    if args.objective:
+        return None
+    boundary = cap.get("boundary_seeds") or []
+    if boundary:
+        # An adjoint handed from one backward pass to another (hand-written checkpointing) is not an
+        # objective: the seeded dot product of one segment is not what the script optimizes.
+        return (f"the script seeds backward by hand with adjoints that are not a scalar loss's ({', '.join(boundary)}): "
+                "a hand-written multi-tape backward such as gradient checkpointing. Capture does not follow it and "
+                "gives no verdict: check the forward's own loss against the gradient the update consumes with a "
+                "probe file (params/loss/grad; see references/verification.md), or name the loss with --objective")
+    if cap.get("unseeded_backward"):
+        return ("a tape.backward() ran with no loss, no grads= and no nonzero seed gradient on an array the tape "
+                "writes, so capture cannot tell what it differentiates; write a probe file (params/loss/grad)")
+    return None
+
+
 def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> GradcheckResult:
     import time
 
@@ -169,191 +308,164 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
     try:
         base_cfg = {"workspace": str(workspace), "script": str(script), "args": list(args.args), "device": args.device,
                     "seed": args.seed, "outdir": str(tmp)}
-        iteration = args.iteration
-        for attempt in range(2):
-            cap_cfg = dict(base_cfg, mode="capture",
-                           capture={"iteration": iteration, "params": args.params, "objective": args.objective})
-            out = run_harness(cap_cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
-            run = describe_run(out.process, out.data, workspace, script, args.args)
-            data = out.data or {}
-            cap = data.get("capture") or {}
-            obj = cap.get("objective")
-            if (attempt == 0 and args.iteration is None and cap.get("iteration") and run.error is None
-                    and obj is not None and not np.isfinite(obj)):
-                # A NaN gradient at iteration 0 poisons the parameters, so iteration 1's forward is already
-                # non-finite: check the first iteration, where the bad gradient was born.
-                res.notes.append(f"the objective is {obj} at iteration {cap['iteration']}; checked iteration 0 instead")
-                iteration = 0
-                continue
-            break
+        run, data, cap = _capture(args, workspace, script, base_cfg, res)
         res.device, res.warp_version, res.files = data.get("device", ""), data.get("warp_version", ""), data.get("files", {})
         if run.error is not None:
             return _fail(res, f"the script does not run: {run.error.message}", run.error)
         if cap.get("listener_error"):
-            return _fail(res, f"capture failed inside the harness: {cap['listener_error']}")
+            return _fail(res, "warpgrad's capture failed (an internal error in warpgrad, not in your script): "
+                              f"{cap['listener_error']}")
         res.notes += cap.get("notes", [])
         res.iteration, res.backward_calls = cap.get("iteration"), cap.get("backward_calls")
-        params = cap.get("params", [])
-        if not cap.get("iterations_seen"):
-            return _fail(res, "the script never called tape.backward(): there is no gradient to check. If the "
-                              "gradient is computed elsewhere, write a probe file (params/loss/grad) and pass --probe")
-        if cap["scheme"] == "backward" and not args.params and len(params) != 1:
-            names = ", ".join(cap.get("leaf_candidates") or []) or "none found"
-            return _fail(res, "no parameter update was seen after backward (no warp.optim step, no launch or host code "
-                              f"reading a .grad), so the parameters are ambiguous. Candidate leaf arrays: {names}. "
-                              "Name them with --param NAME, or write a probe file")
-        if not params:
-            return _fail(res, f"iteration {cap.get('iteration')} consumed no gradient of a parameter that --param names"
-                              if args.params else "no parameter gradient was consumed at the captured iteration")
-        seeds_list = cap.get("objective_seeds") or []
-        hand_chain = [s for s in seeds_list if s.startswith("hand-seeded") or (s.startswith("grads=") and "0/1 seed" not in s)]
-        if (cap.get("backward_calls") or 0) > 1 and hand_chain and not args.objective:
-            # Several tapes seeded by hand in one update is a hand-written backward (checkpointing):
-            # the sum of their seeds is not an objective, so capture cannot say what was differentiated.
-            return _fail(res, f"iteration {res.iteration} runs {cap['backward_calls']} backward passes seeded by hand "
-                              f"({', '.join(sorted(set(seeds_list)))}): a hand-written backward such as gradient "
-                              "checkpointing. Capture cannot tell which objective that differentiates; name it with "
-                              "--objective VARIABLE, or write a probe file (params/loss/grad)")
-        missing_role = [p["name"] for p in params if not p.get("role")]
-        if missing_role:
-            res.notes.append("not used by any taped launch in the iteration, so not perturbed (AD sees no path from "
-                             f"them either): {', '.join(missing_role)}")
-        params = [p for p in params if p.get("role")]
-        if not params:
-            return _fail(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
-                              "depend on them through the tape (gradient chain cut before the first kernel?)")
-        objective = cap.get("objective")
-        seeds = ", ".join(cap.get("objective_seeds") or [])
-        res.objective = (f"variable {args.objective!r} at the update of iteration {res.iteration}" if args.objective
-                         else f"sum of the losses seeded into backward in iteration {res.iteration} ({seeds})")
-        res.gradient = "; ".join(f"{p['name']}: {p['how']}" for p in params)
-        res.objective_value = objective
-        if objective is None or not np.isfinite(objective):
-            if objective is not None and res.iteration == 0:
-                # Non-finite before any update: the forward itself produces it, whatever the gradient does.
-                res.ok, res.passed, res.signature, res.forward_nonfinite = True, None, "nan_inf", True
-                res.explanation = res.reason = (
-                    f"the objective is already {objective} at the initial parameters (iteration 0, before any "
-                    "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
-                    "division by zero), not from the gradient; fix the forward, then check the gradient")
-                return res
-            return _fail(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
-                              "finding (fix the forward first); FD of it means nothing")
-        fparams = [fd.Param(key=p["role"], name=p["name"], value=np.load(p["value_file"]),
-                            grad=np.load(p["grad_file"])) for p in params]
-        spec = {"mode": "capture", "script": rel, "args": list(args.args), "iteration": res.iteration,
-                "scheme": cap["scheme"], "params": sorted(p["name"] for p in params), "objective": args.objective,
-                "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
-        res.harness, res.harness_id = spec, _harness_id(spec)
-        res.params = [ParamCheck(name=p["name"], role=p["role"], how=p["how"], shape=p["shape"],
-                                 size=int(np.prod(p["numpy_shape"])) if p["numpy_shape"] else 1,
-                                 ad_norm=float(np.linalg.norm(fp.grad)),
-                                 nonfinite=int(np.count_nonzero(~np.isfinite(fp.grad))))
-                      for p, fp in zip(params, fparams)]
-        counter = iter(range(10**9))
-
-        def fd_config(pert: dict[str, np.ndarray]) -> tuple[dict[str, Any], Path]:
-            k = next(counter)
-            items = []
-            for role, delta in pert.items():
-                path = tmp / f"delta_{k}_{len(items)}.npy"
-                np.save(path, delta)
-                items.append({"role": role, "delta": str(path)})
-            outdir = tmp / f"eval_{k}"
-            outdir.mkdir()
-            cfg = dict(base_cfg, mode="fd", outdir=str(outdir), timeout_s=args.timeout_s,
-                       result=str(outdir / "result.json"), stderr=str(outdir / "stderr.txt"),
-                       capture={"iteration": res.iteration, "scheme": cap["scheme"], "objective": args.objective,
-                                "params": args.params, "perturb": items})
-            return cfg, outdir
-
-        def fd_result(o: HarnessOutcome) -> fd.Evaluation:
-            d = (o.data or {}).get("capture") or {}
-            if o.data is None or (o.data.get("error") and not d.get("reached")):
-                r = describe_run(o.process, o.data, workspace, script, args.args)
-                return fd.Evaluation(None, error=f"a perturbed run failed before iteration {res.iteration}'s update: "
-                                                 f"{r.error.message if r.error else o.error}")
-            if not d.get("reached"):
-                return fd.Evaluation(None, error=f"a perturbed run ended ({d.get('stopped_at')}) without reaching "
-                                                 f"iteration {res.iteration}'s update: the script's control flow depends "
-                                                 "on the parameters or on run-to-run state")
-            if d.get("unapplied"):
-                return fd.Evaluation(None, error=f"parameters not reached in the perturbed run: {d['unapplied']}")
-            applied = {role: np.load(path) for role, path in d.get("applied", {}).items()}
-            return fd.Evaluation(d.get("objective"), applied=applied)
-
-        def one(pert: dict[str, np.ndarray]) -> fd.Evaluation:
-            cfg, _ = fd_config(pert)
-            return fd_result(run_harness(cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device))
-
-        def chunk(perts: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
-            """Evaluations forked from one booted harness (Warp imported once)."""
-            subs = [fd_config(p) for p in perts]
-            o = run_harness({"mode": "batch", "batch": [c for c, _ in subs]}, cwd=workspace,
-                            timeout_s=args.timeout_s * len(subs) + 30, device=args.device)
-            info = (o.data or {}).get("batch") or []
-            out = []
-            for i, (cfg, outdir) in enumerate(subs):
-                res_file = Path(cfg["result"])
-                data = json.loads(res_file.read_text(encoding="utf-8")) if res_file.is_file() else None
-                e = info[i] if i < len(info) else {}
-                err_tail = (outdir / "stderr.txt").read_text(encoding="utf-8", errors="replace")[-8000:] \
-                    if (outdir / "stderr.txt").is_file() else o.process.stderr_tail
-                proc = ProcessResult(argv=o.process.argv, returncode=e.get("returncode", o.process.returncode),
-                                     signal=e.get("signal"), timed_out=bool(e.get("timed_out")), wall_s=e.get("wall_s", 0.0),
-                                     stderr_tail=err_tail, memory_limit_mb=o.process.memory_limit_mb)
-                out.append(fd_result(HarnessOutcome(process=proc, data=data)))
-            return out
-
-        jobs = _jobs(args.jobs)
-        forkable = args.device == "cpu" or not _cuda_possible()
-
-        def evaluate(batch):
-            if not forkable:
-                with ThreadPoolExecutor(jobs) as pool:
-                    return list(pool.map(one, batch))
-            parts = [batch[i::jobs] for i in range(jobs) if batch[i::jobs]]
-            with ThreadPoolExecutor(len(parts)) as pool:
-                done = list(pool.map(chunk, parts))
-            ordered: list[fd.Evaluation | None] = [None] * len(batch)
-            for i, part in enumerate(done):
-                for j, ev in enumerate(part):
-                    ordered[i + j * jobs] = ev
-            return ordered
-
-        # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
-        baseline: dict[str, fd.Evaluation] = {}
-
-        def evaluate_with_baseline(batch):
-            if "eval" in baseline:
-                return evaluate(batch)
-            evs = evaluate([{}] + batch)
-            baseline["eval"] = evs[0]
-            return evs[1:]
-
-        engine = fd.FDEngine(fparams, evaluate_with_baseline, objective, n_directions=args.directions, seed=args.seed)
-        report = engine.check(elements=args.elements)
-        res.evaluations = engine.evaluations + 2  # + capture + baseline
-        b = baseline.get("eval")
-        if b is not None and b.error is None and b.objective is not None and b.objective != objective:
-            rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
-            if rel_diff > 1e-6:
-                return _finish(res, report, fparams, cap, override=(
-                    "inconclusive", (f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
-                    f"the first run gave {objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is "
-                    "meaningless until the noise is pinned (seed every RNG, including wp.rand_init seeds and "
-                    "np.random.default_rng(), or average a fixed set of samples)")), t0=t0)
-            res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
-        if b is not None and b.error is not None:
-            return _fail(res, f"the unperturbed rerun failed: {b.error}")
+        refusal = _refusal(args, cap, res)
+        if refusal:
+            return _fail(res, refusal)
+        ev = _Evaluator(args, workspace, script, base_cfg, tmp, cap["scheme"])
         factor, note = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
         if note:
             res.notes.append(note)
-        if factor is not None:
-            res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward")
-        return _finish(res, report, fparams, cap, reported_factor=factor, t0=t0)
+        primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True)
+        others = [o for o in cap.get("other_iterations") or [] if o.get("iteration") == 0]
+        if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
+            return primary
+        # The first iteration too (bugs hide at either end). Within the same budget when the later one gave a
+        # verdict: two directions at the step its sweep chose. Otherwise a sweep of its own (a bad first step
+        # can leave the later iteration unjudgeable while the first shows the bug plainly).
+        first = GradcheckResult(ok=False, mode="capture", script=rel, device=res.device,
+                                warp_version=res.warp_version, files=res.files)
+        definite = primary.passed is not None and primary.eps is not None and trunc_rel is not None
+        first, _ = _check_iteration(args, first, dict(cap, **others[0]), ev, factor, t0, baseline=not definite,
+                                    after=(primary.eps, trunc_rel) if definite else None)
+        return _combine(primary, first)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, Any], ev: _Evaluator,
+                     factor: float | None, t0: float, *, baseline: bool,
+                     after: tuple[float, float] | None = None) -> tuple[GradcheckResult, float | None]:
+    """FD check of one captured iteration: a full sweep (`after` None), or two directions at the (step,
+    relative truncation error) a sweep chose at another iteration. Returns the result and its truncation."""
+    res.iteration, res.backward_calls = cap.get("iteration"), cap.get("backward_calls")
+    res.iterations = [res.iteration] if res.iteration is not None else []
+    params = cap.get("params", [])
+    missing_role = [p["name"] for p in params if not p.get("role")]
+    if missing_role:
+        res.notes.append("not used by any taped launch in the iteration, so not perturbed (AD sees no path from "
+                         f"them either): {', '.join(missing_role)}")
+    params = [p for p in params if p.get("role")]
+    if not params:
+        return _failed(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
+                          "depend on them through the tape (gradient chain cut before the first kernel?)")
+    stale_reads = [p["name"] for p in params if p.get("stale_read")]
+    if stale_reads:
+        res.notes.append(f"the update of {', '.join(stale_reads)} applies a gradient read on the host BEFORE this "
+                         "iteration's backward (a stale read, quick-check WG015): the check compares that stale "
+                         "gradient with FD at the current parameters")
+    objective = cap.get("objective")
+    seeds = ", ".join(cap.get("objective_seeds") or [])
+    if args.objective:
+        res.objective = f"variable {args.objective!r} at the update of iteration {res.iteration}"
+        res.objective_kind = "partial"
+    elif factor is not None:
+        res.objective = (f"the loss the script reports in iteration {res.iteration}: {factor:.6g} × the seeded "
+                         f"objective ({seeds})")
+    else:
+        res.objective = f"sum of the losses seeded into backward in iteration {res.iteration} ({seeds})"
+    if not args.objective and factor is None and any("uniform seed" in sd for sd in cap.get("objective_seeds") or []) \
+            and any("not the loss seeded" in n for n in res.notes):
+        res.objective_kind = "partial"  # an implied sum over per-element terms the script does not report
+    res.gradient = "; ".join(f"{p['name']}: {p['how']}" for p in params)
+    res.objective_value = objective
+    if objective is None or not np.isfinite(objective):
+        if objective is not None and res.iteration == 0:
+            # Non-finite before any update: the forward itself produces it, whatever the gradient does.
+            res.ok, res.passed, res.signature, res.forward_nonfinite = True, None, "nan_inf", True
+            res.explanation = res.reason = (
+                f"the objective is already {objective} at the initial parameters (iteration 0, before any "
+                "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
+                "division by zero), not from the gradient; fix the forward, then check the gradient")
+            return res, None
+        return _failed(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
+                          "finding (fix the forward first); FD of it means nothing")
+    fparams = [fd.Param(key=p["role"], name=p["name"], value=np.load(p["value_file"]),
+                        grad=np.load(p["grad_file"])) for p in params]
+    spec = {"mode": "capture", "script": res.script, "args": list(args.args), "iteration": args.iteration,
+            "scheme": cap["scheme"], "params": sorted(p["name"] for p in params), "objective": args.objective,
+            "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
+    res.harness, res.harness_id = spec, _harness_id(spec)
+    res.params = [ParamCheck(name=p["name"], role=p["role"], how=p["how"], shape=p["shape"],
+                             size=int(np.prod(p["numpy_shape"])) if p["numpy_shape"] else 1,
+                             ad_norm=float(np.linalg.norm(fp.grad)),
+                             nonfinite=int(np.count_nonzero(~np.isfinite(fp.grad))))
+                  for p, fp in zip(params, fparams)]
+    iteration = res.iteration
+    scale = factor if factor is not None else 1.0
+    base: dict[str, fd.Evaluation] = {}
+
+    def evaluate(batch):
+        # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
+        if baseline and "eval" not in base:
+            evs = ev.evaluate(iteration, [{}] + batch)
+            base["eval"] = evs[0]
+            evs = evs[1:]
+        else:
+            evs = ev.evaluate(iteration, batch)
+        # FD of the objective the script reports (scale × the seeded one): a factor then comes from AD/FD.
+        return [fd.Evaluation(e.objective * scale if e.objective is not None else None, e.applied, e.error)
+                for e in evs]
+
+    if after is None:
+        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=args.directions, seed=args.seed)
+        report = engine.check(elements=args.elements)
+        res.evaluations = engine.evaluations + 2  # + capture + baseline
+    else:
+        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=2, seed=args.seed + 1)
+        report = engine.check_at(*after)
+        res.evaluations = engine.evaluations
+    b = base.get("eval")
+    if b is not None and b.error is None and b.objective is not None and b.objective != objective:
+        rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
+        if rel_diff > 1e-6:
+            res.nondeterministic = True
+            return _finish(res, report, fparams, cap, override=(
+                "inconclusive", (f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
+                f"the first run gave {objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is "
+                "meaningless until the noise is pinned (seed every RNG, including wp.rand_init seeds and "
+                "np.random.default_rng(), or average a fixed set of samples)")), t0=t0), None
+        res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
+    if b is not None and b.error is not None:
+        return _failed(res, f"the unperturbed rerun failed: {b.error}")
+    if factor is not None:
+        res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward; FD is of the "
+                         "printed one")
+    return _finish(res, report, fparams, cap, t0=t0), report.trunc_rel
+
+
+def _failed(res: GradcheckResult, reason: str) -> tuple[GradcheckResult, None]:
+    return _fail(res, reason), None
+
+
+def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
+    """One verdict from the checks of a later and the first iteration: a definite failure at either is a
+    failure (led by the failing one); `correct` only when both pass; otherwise no verdict, saying why."""
+    lead, other = (later, first) if later.passed is False or first.passed is not False else (first, later)
+    lead.iterations = sorted({*later.iterations, *first.iterations})
+    lead.evaluations = later.evaluations + first.evaluations
+    lead.harness, lead.harness_id = later.harness, later.harness_id
+    verdict = {True: "passed", False: "failed", None: "no verdict"}
+    lead.notes.append(f"iteration {other.iteration} {verdict[other.passed]} ({other.signature}"
+                      f"{': ' + other.reason if other.passed is None and other.reason else ''})")
+    for n in other.notes:
+        if n not in lead.notes:
+            lead.notes.append(n)
+    if lead.passed is True and other.passed is None:
+        lead.passed, lead.signature = None, "inconclusive"
+        lead.reason = (f"iteration {lead.iteration} matches FD, but iteration {other.iteration} gave no verdict "
+                       f"({other.reason or other.signature}); a pass needs both")
+        lead.explanation = lead.reason
+    lead.wall_s = max(later.wall_s, first.wall_s)
+    return lead
 
 
 def _nice(c: float) -> bool:
@@ -376,8 +488,8 @@ def _reported_factor(stdout: str, seeded: list[float], objective_name: str | Non
     # Scripts print either before their update (the loss of this iteration) or after it (the next one's).
     for offset in (0, 1):
         pairs = [(pv, sv) for pv, sv in zip(printed, seeded[offset:]) if sv != 0 and np.isfinite(pv) and np.isfinite(sv)]
-        if not pairs:
-            continue
+        if len(pairs) < 2:
+            continue  # one coincidence is not a relation between what is printed and what is seeded
         ratios = [pv / sv for pv, sv in pairs]
         c = float(np.mean(ratios))
         # Printed values are rounded (often to 4-6 digits): only a clearly different constant counts.

@@ -105,6 +105,60 @@ def scalar_of(value) -> float:
     return float(np.sum(np.asarray(value, dtype=np.float64)))
 
 
+def _seed_kind(g: np.ndarray) -> str:
+    """What a hand seed is: the adjoint of a scalar loss (`scalar seed`), a uniform weight on every entry
+    (`uniform seed`: the implied objective is c * sum(y)), or an arbitrary adjoint (`boundary seed`: an
+    adjoint handed over from another backward pass, as hand-written checkpointing does)."""
+    nz = g[g != 0]
+    if g.size == 1:
+        return "scalar seed"
+    if nz.size == g.size and np.all(nz == nz.flat[0]):
+        return "uniform seed"
+    return "boundary seed"
+
+
+_WRITES: dict[str, set[int] | None] = {}
+
+
+def _written_args(kernel) -> set[int] | None:
+    """Indices of the kernel arguments its source writes (None when the source cannot be analysed)."""
+    key = getattr(kernel, "key", None) or str(id(kernel))
+    if key not in _WRITES:
+        try:
+            from warpgrad.tools.kernel_access import analyze_kernel, summarize
+
+            ka = analyze_kernel(kernel.adj.source, name=kernel.func.__name__)
+            _WRITES[key] = {a.index for a in ka.args if summarize(a.accesses).written}
+        except Exception:  # noqa: BLE001 - an unparsable source: fall back to outputs=
+            _WRITES[key] = None
+    return _WRITES[key]
+
+
+def _tape_arrays(tape) -> list:
+    seen: dict[int, Any] = {}
+    for launch in tape.launches:
+        if isinstance(launch, list):
+            for arg in list(launch[3] or []) + list(launch[4] or []):
+                for _, arr in hooks.iter_arrays(arg):
+                    seen.setdefault(id(arr), arr)
+    return list(seen.values())
+
+
+def written_arrays(tape) -> list:
+    """Arrays the tape's launches write, in launch order, without repeats."""
+    seen: dict[int, Any] = {}
+    for launch in tape.launches:
+        if not isinstance(launch, list):
+            continue
+        kernel, inputs, outputs = launch[0], list(launch[3] or []), list(launch[4] or [])
+        written = _written_args(kernel)
+        for idx, arg in enumerate(inputs + outputs):
+            if idx >= len(inputs) or (written is not None and idx in written):
+                for _, arr in hooks.iter_arrays(arg):
+                    seen.setdefault(id(arr), arr)
+    return list(seen.values())
+
+
 class RunListener(hooks.Listener):
     """Counts what a plain run did with Warp (launches, tapes, backward calls, updates)."""
 
@@ -149,7 +203,7 @@ class _Iter:
         self.backward_calls = 0
         self.params: dict[int, dict[str, Any]] = {}  # id(owner) -> record
         self.owners: dict[int, Any] = {}
-        self.stale: dict[str, float] = {}
+        self.pre_backward: dict[int, tuple[Any, float]] = {}  # id -> (array, max |grad| before the first backward)
         self.named_objective: float | None = None
         self.nonfinite_loss = False
 
@@ -167,7 +221,7 @@ class CaptureListener(hooks.Listener):
         self.param_names: list[str] = spec.get("params", []) or []
         self.objective_name: str | None = spec.get("objective")
         self.outdir = Path(cfg.get("outdir", "."))
-        self.record_until = (self.target if self.target is not None else 1)
+        self.record_until = (self.target if self.target is not None else 2)
         self.it = 0  # consumption-scheme iteration
         self.bwd = 0  # backward-scheme iteration (index of the next backward call)
         self.phase = "forward"
@@ -183,9 +237,13 @@ class CaptureListener(hooks.Listener):
         self.leaf_candidates: dict[int, Any] = {}
         self.named_params: dict[str, Any] = {}
         self.leaf_names: list[str | None] = []
-        self.prev_params: dict[str, Any] = {}
         self.notes: list[str] = []
         self.stopped_at: str | None = None
+        self.seed_arrays: list[Any] = []
+        self.unseeded_backward = False
+        # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
+        self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
+        self.updated: set[int] = set()  # parameters written by an update since the iteration's backward
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
         self.applied: dict[str, np.ndarray] = {}
@@ -241,6 +299,7 @@ class CaptureListener(hooks.Listener):
         self.it += 1
         self.phase = "forward"
         self.update_seen = False
+        self.updated = set()
         if self.scheme != "consume":
             return
         if self.mode == "capture" and self.it > self.record_until:
@@ -334,9 +393,8 @@ class CaptureListener(hooks.Listener):
             owner = self._owner_of_grad(call.src) if isinstance(call.src, wp.array) else None
             if owner is not None:
                 self._consume(owner, call.src, "wp.copy from its .grad")
-            rec = self.iters.get(self.it)
-            if self.phase == "consuming" and rec is not None and rec.owners.get(id(call.dest)) is call.dest:
-                self.update_seen = True  # p.assign(...) / wp.copy(p, ...) outside the tape
+            if isinstance(call.dest, wp.array):
+                self._param_written(call.dest)  # p.assign(...) / wp.copy(p, ...) outside the tape
 
     def tape_enter(self, tape) -> None:
         self._forward_activity()
@@ -347,6 +405,9 @@ class CaptureListener(hooks.Listener):
             self._resolve_pending(same_iteration=False)
         elif self.phase == "consuming":
             self._new_iteration()
+        written = {id(a) for a in written_arrays(tape)}
+        pre_backward = [a for a in _tape_arrays(tape) if a.grad is not None and id(a) not in written
+                        and (loss is None or a is not loss)]
         value, seeds = self._seeded_value(tape, loss, grads)
         if not self.leaf_names:
             # Named here, while the user's frames are alive: the ambiguity message lists them.
@@ -355,12 +416,14 @@ class CaptureListener(hooks.Listener):
             rec = self._iter(table, i)
             if rec is None:
                 continue
-            if rec.backward_calls == 0 and self.prev_params:
-                for name, p in self.prev_params.items():
-                    if p.grad is not None:
-                        g = np.abs(_np(p.grad).astype(np.float64))
-                        if g.size and float(g.max()) > 0:
-                            rec.stale[name] = float(g.max())
+            if rec.backward_calls == 0:
+                # Gradient state belongs to the buffer, not to the role: an array rebuilt this iteration starts
+                # at zero whatever its predecessor held. Only a buffer this backward is about to add into, and
+                # that already holds a gradient, makes the update read more than this iteration's gradient.
+                for arr in pre_backward:
+                    g = np.abs(_np(arr.grad).astype(np.float64))
+                    if g.size and float(g.max()) > 0:
+                        rec.pre_backward[id(arr)] = (arr, float(g.max()))
             if rec.backward_calls > 0 and table is self.iters:
                 for oid, owner in rec.owners.items():
                     # Zeroed between two backward calls of one update: the update uses the sum of the reads.
@@ -404,26 +467,26 @@ class CaptureListener(hooks.Listener):
                 self.leaf_candidates.pop(id(arr), None)
                 sv = _np(seed).astype(np.float64)
                 total += float(np.sum(_np(arr).astype(np.float64) * sv))
-                kind = "0/1 seed" if np.all((sv == 0) | (sv == 1)) else "seed"
-                seeds.append(f"grads={{{name_of(arr) or 'array'}: {kind}}}")
+                seeds.append(f"grads={{{name_of(arr) or 'array'}: {_seed_kind(sv)}}}")
+                self.seed_arrays.append(arr)
             return total, seeds
         # Seeded by hand (`x.grad.fill_(1)`, `.grad.assign(...)`): the seeds are the nonzero grads of
-        # arrays the tape writes; their dot product with the values is the objective being differentiated.
+        # arrays the tape writes (users often pass outputs in `inputs=`, so writes are read off the kernel
+        # source); their dot product with the values is the objective being differentiated.
         total, seeds = 0.0, []
-        for launch in tape.launches:
-            if not isinstance(launch, list):
+        for arr in written_arrays(tape):
+            if arr.grad is None or id(arr) in self.loss_ids:
                 continue
-            for out in launch[4]:
-                for _, arr in hooks.iter_arrays(out):
-                    if arr.grad is None or id(arr) in self.loss_ids:
-                        continue
-                    g = _np(arr.grad).astype(np.float64)
-                    if np.any(g != 0):
-                        self.loss_ids.add(id(arr))
-                        total += float(np.sum(g * _np(arr).astype(np.float64)))
-                        seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad")
+            g = _np(arr.grad).astype(np.float64)
+            if np.any(g != 0):
+                self.loss_ids.add(id(arr))
+                self.leaf_candidates.pop(id(arr), None)
+                total += float(np.sum(g * _np(arr).astype(np.float64)))
+                seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad ({_seed_kind(g)})")
+                self.seed_arrays.append(arr)
         if not seeds:
             self.notes.append("tape.backward() was called with no loss, no grads= and no nonzero seed gradient")
+            self.unseeded_backward = True
         return total, seeds
 
     # ---------------------------------------------------------------- consumption: the gradient used
@@ -437,8 +500,37 @@ class CaptureListener(hooks.Listener):
 
     def grad_read(self, arr, how: str) -> None:
         owner = self._owner_of_grad(arr)
+        rec = self.iters.get(self.it)
+        fresh = (rec is not None and rec.backward_calls and self.phase != "pending"
+                 and (owner is None or id(owner) not in self.updated))
+        if not fresh:
+            # No backward of the update that will use this read precedes it (or the parameter was already
+            # updated): a snapshot of an older gradient. Kept, since an update may apply exactly that.
+            self.early_reads[id(arr)] = (arr, _np(arr).astype(np.float64).copy())
+            return
         if owner is not None:
+            self.early_reads.pop(id(arr), None)
             self._consume(owner, arr, f"host read of its .grad ({how})")
+
+    def _param_written(self, arr) -> None:
+        """An update writes `arr` (a host assign/copy into it). If the iteration's backward ran but the update
+        read no gradient since, the gradient it applies is the last one read before that backward."""
+        rec = self.iters.get(self.it)
+        if rec is None or not rec.backward_calls or self.phase == "pending":
+            return
+        if self.leaf_candidates.get(id(arr)) is not arr and rec.owners.get(id(arr)) is not arr:
+            return
+        self.updated.add(id(arr))
+        early = self.early_reads.pop(id(arr.grad), None) if arr.grad is not None else None
+        if id(arr) not in rec.params and early is not None and early[0] is arr.grad:
+            self._record_param(rec, arr, early[1], "host read of its .grad BEFORE this iteration's backward: the "
+                               "update applies a stale gradient (the previous iteration's, or zeros)", final=True)
+            if id(arr) in rec.params:
+                rec.params[id(arr)]["stale_read"] = True
+                self.consumed_any = True
+        if id(arr) in rec.params:
+            self.phase = "consuming"
+            self.update_seen = True
 
     def optimizer_step(self, opt, grads) -> None:
         params = list(getattr(opt, "params", None) or [])
@@ -464,7 +556,7 @@ class CaptureListener(hooks.Listener):
         name = name_of(owner) or f"param{len(rec.params)}"
         if self.param_names and name not in self.param_names and not any(o is owner for o in self.named_params.values()):
             return
-        g = _np(grad).astype(np.float64).copy()
+        g = (grad if isinstance(grad, np.ndarray) else _np(grad)).astype(np.float64).copy()
         rec.params[id(owner)] = {
             "name": name, "how": how, "grad": g, "grads": [g], "read_at_call": rec.backward_calls,
             "zeroed_between": False, "value": _np(owner).astype(np.float64).copy(),
@@ -474,8 +566,6 @@ class CaptureListener(hooks.Listener):
         rec.owners[id(owner)] = owner
         if self.objective_name and rec.named_objective is None:
             rec.named_objective = self._named_objective()
-        if final:
-            self.prev_params[name] = owner
 
     def _named_objective(self) -> float | None:
         try:
@@ -483,6 +573,15 @@ class CaptureListener(hooks.Listener):
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             self.notes.append(f"--objective {self.objective_name}: not found in the script's frames ({e})")
             return None
+
+    def _stale(self, rec: _Iter) -> dict[str, float]:
+        """Consumed parameters whose own buffer held a gradient before this iteration's backward added to it."""
+        out = {}
+        for oid, owner in rec.owners.items():
+            before = rec.pre_backward.get(oid)
+            if before is not None and before[0] is owner and before[1] > 0:
+                out[rec.params[oid]["name"]] = before[1]
+        return out
 
     # ---------------------------------------------------------------- fd mode
     def _fd_stop(self) -> None:
@@ -520,38 +619,50 @@ class CaptureListener(hooks.Listener):
         scheme = "consume" if self.consumed_any else "backward"
         table = self.iters if scheme == "consume" else self.bwd_iters
         seen = sorted(i for i, r in table.items() if r.params or r.backward_calls)
+        complete = [i for i in seen if table[i].params]
         if self.target is not None:
             target = self.target
         else:
-            complete = [i for i in seen if table[i].params]
             target = 1 if 1 in complete else (complete[0] if complete else 0)
+        # Every complete recorded iteration is returned: gradcheck checks the first and a later one.
+        others = [self._iteration_payload(table[i], f"it{i}_") for i in complete if i != target]
         rec = table.get(target)
-        params = []
-        if rec is not None:
-            for k, (oid, p) in enumerate(rec.params.items()):
-                role = rec.first_use.get(oid)
-                gpath, vpath = self.outdir / f"grad_{k}.npy", self.outdir / f"value_{k}.npy"
-                reads = p.get("grads") or [p["grad"]]
-                np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])
-                np.save(vpath, p["value"])
-                params.append({
-                    "name": p["name"], "role": role, "how": p["how"], "shape": p["shape"], "dtype": p["dtype"],
-                    "numpy_shape": list(p["grad"].shape), "grad_file": str(gpath), "value_file": str(vpath),
-                    "requires_grad": p["requires_grad"],
-                })
+        out = self._iteration_payload(rec, "") if rec is not None else {
+            "iteration": target, "objective": None, "objective_seeds": [], "backward_calls": 0,
+            "nonfinite_loss": False, "stale_grads": {}, "params": []}
         candidates = [n for n in self.leaf_names if n]
-        return {
+        out.update({
             "scheme": scheme,
-            "iteration": target,
             "iterations_seen": seen,
-            "objective": (rec.named_objective if self.objective_name else rec.objective) if rec else None,
-            "objective_seeds": rec.seeds if rec else [],
-            "backward_calls": rec.backward_calls if rec else 0,
-            "nonfinite_loss": rec.nonfinite_loss if rec else False,
-            "stale_grads": rec.stale if rec else {},
+            "other_iterations": others,
+            "boundary_seeds": sorted({sd for r in table.values() for sd in r.seeds if "(boundary seed)" in sd}),
+            "unseeded_backward": self.unseeded_backward,
             "seeded_trajectory": [table[i].objective for i in sorted(table) if table[i].backward_calls],
-            "params": params,
             "leaf_candidates": candidates[:20],
             "stopped_at": self.stopped_at,
             "notes": self.notes,
+        })
+        return out
+
+    def _iteration_payload(self, rec: _Iter, prefix: str) -> dict[str, Any]:
+        params = []
+        for k, (oid, p) in enumerate(rec.params.items()):
+            role = rec.first_use.get(oid)
+            gpath, vpath = self.outdir / f"{prefix}grad_{k}.npy", self.outdir / f"{prefix}value_{k}.npy"
+            reads = p.get("grads") or [p["grad"]]
+            np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])
+            np.save(vpath, p["value"])
+            params.append({
+                "name": p["name"], "role": role, "how": p["how"], "shape": p["shape"], "dtype": p["dtype"],
+                "numpy_shape": list(p["grad"].shape), "grad_file": str(gpath), "value_file": str(vpath),
+                "requires_grad": p["requires_grad"], "stale_read": bool(p.get("stale_read")),
+            })
+        return {
+            "iteration": rec.index,
+            "objective": rec.named_objective if self.objective_name else rec.objective,
+            "objective_seeds": rec.seeds,
+            "backward_calls": rec.backward_calls,
+            "nonfinite_loss": rec.nonfinite_loss,
+            "stale_grads": self._stale(rec),
+            "params": params,
         }

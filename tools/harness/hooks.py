@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,7 +132,14 @@ def _emit(name: str, *args) -> None:
     STATE.in_hook += 1
     try:
         for listener in STATE.listeners:
-            getattr(listener, name)(*args)
+            if getattr(listener, "broken", None):
+                continue
+            try:
+                getattr(listener, name)(*args)
+            except Exception as e:  # noqa: BLE001 - our failure must never surface at the user's line
+                # Recorded as the harness's own error (with our traceback); the listener stops observing, the
+                # user's script goes on, and the result says the evidence is incomplete and why.
+                listener.broken = f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
     finally:
         STATE.in_hook -= 1
 

@@ -122,6 +122,9 @@ class Session:
                 data[listener.key] = listener.result()
             except Exception as e:  # noqa: BLE001 - a broken listener must not hide the others' evidence
                 data[listener.key] = {"listener_error": f"{type(e).__name__}: {e}"}
+            broken = getattr(listener, "broken", None)
+            if broken and isinstance(data[listener.key], dict):
+                data[listener.key].setdefault("listener_error", broken)
         tmp = self.result_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, default=_jsonable)

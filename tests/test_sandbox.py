@@ -191,21 +191,27 @@ def test_a_crash_and_an_exit_code_come_through_bwrap_unchanged(tmp_path, isolati
     assert r.error.kind == "exit_code" and "3" in r.error.message
 
 
-def test_the_harness_writes_into_the_outdirs_its_config_names(tmp_path, isolation):
+def test_the_harness_writes_into_the_outdirs_its_config_names_and_their_stderr_files_are_redacted(
+        tmp_path, isolation, monkeypatch):
+    import shutil
     import tempfile
 
+    key = "sk-ant-api03-" + "q9" * 20
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    (tmp_path / "key.txt").write_text(key, encoding="utf-8")
     out = Path(tempfile.mkdtemp(prefix="warpgrad-test-out-"))
     try:
-        (tmp_path / "s.py").write_text("print('hi')\n", encoding="utf-8")
+        err = out / "stderr.txt"
+        # A batch evaluation's stderr goes to a file in its outdir, which the FD engine reads back.
+        (tmp_path / "s.py").write_text(f"open({str(err)!r}, 'w').write('leaked ' + open('key.txt').read())\n",
+                                       encoding="utf-8")
         cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "args": [],
-               "device": "cpu", "outdir": str(out)}
+               "device": "cpu", "outdir": str(out), "stderr": str(err)}
         o = run_harness(cfg, cwd=tmp_path, timeout_s=60, device="cpu")
         assert o.data is not None, o.error
-        assert o.process.isolation == isolation
-        assert json.loads(json.dumps(o.data))["status"]
+        assert o.process.isolation == isolation and o.data["status"]
+        assert err.read_text(encoding="utf-8") == "leaked [REDACTED]"
     finally:
-        import shutil
-
         shutil.rmtree(out, ignore_errors=True)
 
 

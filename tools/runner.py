@@ -271,13 +271,26 @@ def run_harness(
             [sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)], cwd=cwd, env=env,
             timeout_s=timeout_s, memory_mb=mem, sandbox=policy,
         )
+        secrets = secret_values()
+        _redact_stderr_files(config, secrets)
         data = None
         if res_path.exists():
             try:
-                data = _redact_tree(json.loads(res_path.read_text(encoding="utf-8")), secret_values())
+                data = _redact_tree(json.loads(res_path.read_text(encoding="utf-8")), secrets)
             except json.JSONDecodeError:
                 data = None
         return HarnessOutcome(process=proc, data=data)
+
+
+def _redact_stderr_files(config: dict[str, Any], secrets: list[str]) -> None:
+    """Batch evaluations write their stderr to files the caller reads: redact those like the streams."""
+    for c in [config, *config.get("batch", [])]:
+        path = c.get("stderr")
+        if isinstance(path, str) and Path(path).is_file() and not Path(path).is_symlink():
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            clean = redact(text, secrets)
+            if clean != text:
+                Path(path).write_text(clean, encoding="utf-8")
 
 
 def _config_dirs(config: dict[str, Any]) -> list[Path]:

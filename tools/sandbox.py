@@ -184,7 +184,7 @@ _TOKEN_SHAPES = re.compile(
     r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9\-]{10,}|hf_[A-Za-z0-9]{20,}"
 )
 REDACTED = "[REDACTED]"
-MIN_SECRET_CHARS = 6  # shorter values ("1", "true") would redact ordinary output
+MIN_SECRET_CHARS = 8  # shorter values ("1", "true") would redact ordinary output
 
 
 def is_secret_name(name: str) -> bool:

@@ -161,6 +161,9 @@ def test_under_bwrap_the_root_is_read_only_the_network_is_gone_and_the_kernel_ca
     assert out["ifaces"] == ["lo"]
     assert out["pid"] < 10  # a fresh PID namespace
     assert not outside.exists() and (ws / "here.txt").exists()
+    monkeypatch.setenv("WARPGRAD_SANDBOX_NETWORK", "1")
+    r = _run(ws, body)
+    assert json.loads(r.stdout_tail.strip().splitlines()[-1])["ifaces"] != ["lo"]
 
 
 def test_the_bwrap_command_line_binds_gpu_devices_and_keeps_the_network_only_when_asked(tmp_path):

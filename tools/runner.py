@@ -32,6 +32,7 @@ from warpgrad.tools.sandbox import (
     child_env,
     detect_isolation,
     gpu_devices,
+    network_requested,
     reaper_argv,
     redact,
     secret_values,
@@ -281,7 +282,7 @@ def run_harness(
         cache = warp_cache_dir(env)
         cache.mkdir(parents=True, exist_ok=True)
         policy = SandboxPolicy(workspace=Path(config.get("workspace") or cwd), writable=[Path(tmp), cache,
-                               *_config_dirs(config)], devices=gpu_devices())
+                               *_config_dirs(config)], devices=gpu_devices(), network=network_requested())
         if device == "cpu" or config.get("device") == "cpu":
             mem = memory_mb
         else:

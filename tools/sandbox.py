@@ -18,7 +18,7 @@ passed, and what a run prints is redacted of secret values and token shapes (`re
 What this does not isolate: the user's code can still read every file the user can read (the root
 is bound read-only, not hidden), use the GPU, and use as much CPU as it likes until the timeout.
 
-`WARPGRAD_SANDBOX` selects the isolation: `auto` (default: bwrap when usable), `bwrap` (required;
+`WARPGRAD_SANDBOX_NETWORK=1` keeps the host network. `WARPGRAD_SANDBOX` selects the isolation: `auto` (default: bwrap when usable), `bwrap` (required;
 a run fails with a clear error where it is unusable) or `subreaper` (never bwrap).
 """
 
@@ -37,6 +37,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 SANDBOX_ENV = "WARPGRAD_SANDBOX"
+NETWORK_ENV = "WARPGRAD_SANDBOX_NETWORK"
 REAPER = Path(__file__).with_name("reaper.py")
 
 Isolation = Literal["bwrap", "subreaper"]
@@ -81,6 +82,11 @@ def requested_isolation(env: Mapping[str, str] | None = None) -> Request:
     if raw not in ("auto", "bwrap", "subreaper"):
         raise ValueError(f"{SANDBOX_ENV}={raw!r}: use auto, bwrap or subreaper")
     return raw  # type: ignore[return-value]
+
+
+def network_requested(env: Mapping[str, str] | None = None) -> bool:
+    """True when `WARPGRAD_SANDBOX_NETWORK=1` asks to keep the host network inside bwrap."""
+    return (os.environ if env is None else env).get(NETWORK_ENV, "").strip() in ("1", "true", "yes")
 
 
 @functools.cache
@@ -251,7 +257,7 @@ def doctor(workspace: Path) -> DoctorReport:
     env = child_env(os.environ)
     cache = warp_cache_dir(env)
     cache.mkdir(parents=True, exist_ok=True)
-    policy = SandboxPolicy(workspace=workspace, writable=[cache], devices=gpu_devices())
+    policy = SandboxPolicy(workspace=workspace, writable=[cache], devices=gpu_devices(), network=network_requested())
     r = run_process([sys.executable, "-c", "print('sandboxed')"], cwd=workspace, env=env, timeout_s=60,
                     sandbox=policy)
     live = "ok" if r.ok and "sandboxed" in r.stdout_tail else f"failed: {r.describe()}: {r.stderr_tail[-400:]}"
@@ -259,5 +265,6 @@ def doctor(workspace: Path) -> DoctorReport:
         isolation=info, live_check=live, live_check_s=r.wall_s, kernel_cache=str(cache),
         gpu_devices=[str(d) for d in policy.devices],
         withheld_env=sorted(k for k in os.environ if k not in env),
-        network="loopback only (a new network namespace)" if info.isolation == "bwrap" else "the host's (no isolation)",
+        network="the host's (no isolation)" if info.isolation != "bwrap" or policy.network
+        else "loopback only (a new network namespace)",
     )

@@ -22,7 +22,7 @@ import warpgrad
 from mcp import types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from warpgrad.agent import prompt
 from warpgrad.agent.context import agent_tools, render_skill_for, run_tool
 from warpgrad.tools.registry import ToolCrashed, ToolSpec, ToolTimeout, run_bounded
@@ -63,20 +63,21 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
 
 def _run_tool_bounded(
     tools: dict[str, ToolSpec], name: str, raw: dict[str, Any], workspace: Path, timeout_s: float
-) -> tuple[str, bool, BaseModel | None]:
-    """`run_tool` in a forked child killed at `timeout_s` (raises ToolTimeout); the result crosses as JSON."""
+) -> tuple[str, bool, str | None]:
+    """`run_tool` in a forked child killed at `timeout_s` (raises ToolTimeout).
+
+    Returns (text for the model, is_error, the result model's JSON or None): the result crosses the
+    process boundary as the same JSON the structured content is made of, never revalidated.
+    """
 
     def call() -> tuple[str, bool, str | None]:
         output, is_error, result = run_tool(tools, name, raw, workspace)
         return output, is_error, None if result is None else result.model_dump_json()
 
     try:
-        output, is_error, result_json = run_bounded(call, timeout_s)
+        return run_bounded(call, timeout_s)
     except ToolCrashed as e:
         return f"tool {name} crashed: {e}", True, None
-    spec = tools.get(name)
-    result = spec.result.model_validate_json(result_json) if spec is not None and result_json is not None else None
-    return output, is_error, result
 
 
 def build_server(
@@ -125,7 +126,7 @@ def build_server(
             tg.cancel_scope.cancel()
         if is_error or result is None:
             return types.CallToolResult(content=_text(output), is_error=True)
-        data = json.loads(result.model_dump_json())
+        data = json.loads(result)
         return types.CallToolResult(content=_text(json.dumps(data)), structured_content=data)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:

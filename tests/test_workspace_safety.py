@@ -242,3 +242,15 @@ def test_files_warpgrad_creates_get_the_usual_mode_not_0600(ws):
         os.umask(old)
     for name in ("probe.py", "new.py"):
         assert stat.S_IMODE((ws / name).stat().st_mode) == 0o644, name
+
+
+def test_a_crafted_created_list_does_not_make_a_users_file_overwritable(ws):
+    data = (ws / "sim.py").read_bytes()
+    (ws / ".warpgrad").mkdir()
+    (ws / ".warpgrad" / "created.json").write_text(json.dumps({"sim.py": sha(data)}), encoding="utf-8")
+    with pytest.raises(ToolError, match="never recorded warpgrad writing it"):
+        write_file(WriteFileArgs(path="sim.py", content="owned = 1\n"), ws)
+    assert (ws / "sim.py").read_bytes() == data
+    write_file(WriteFileArgs(path="probe.py", content="x = 1\n"), ws)
+    write_file(WriteFileArgs(path="probe.py", content="x = 2\n"), ws)  # its own file stays rewritable
+    assert (ws / "probe.py").read_text(encoding="utf-8") == "x = 2\n"

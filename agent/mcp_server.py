@@ -13,6 +13,7 @@ modules are imported only after it has done so.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,8 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
 
 
 def _run_tool_bounded(
-    tools: dict[str, ToolSpec], name: str, raw: dict[str, Any], workspace: Path, timeout_s: float
+    tools: dict[str, ToolSpec], name: str, raw: dict[str, Any], workspace: Path, timeout_s: float,
+    cancel: threading.Event,
 ) -> tuple[str, bool, str | None]:
     """`run_tool` in a forked child killed at `timeout_s` (raises ToolTimeout).
 
@@ -75,7 +77,7 @@ def _run_tool_bounded(
         return output, is_error, None if result is None else result.model_dump_json()
 
     try:
-        return run_bounded(call, timeout_s)
+        return run_bounded(call, timeout_s, cancel)
     except ToolCrashed as e:
         return f"tool {name} crashed: {e}", True, None
 
@@ -112,10 +114,11 @@ def build_server(
                 tg.start_soon(heartbeat)
             # The call runs in a forked child that is killed at the timeout: a thread could not be
             # stopped, and a tool that kept running could still write to the ledger afterwards.
+            cancel = threading.Event()
             try:
                 output, is_error, result = await anyio.to_thread.run_sync(
                     _run_tool_bounded, tools, params.name, params.arguments or {}, workspace, tool_timeout,
-                    abandon_on_cancel=True,
+                    cancel, abandon_on_cancel=True,
                 )
             except ToolTimeout:
                 output = (
@@ -123,6 +126,8 @@ def build_server(
                     "(fewer iterations, a shrunk repro) and call it again."
                 )
                 is_error = True
+            finally:
+                cancel.set()  # a cancelled request kills its tool's process too (a no-op once it is done)
             tg.cancel_scope.cancel()
         if is_error or result is None:
             return types.CallToolResult(content=_text(output), is_error=True)

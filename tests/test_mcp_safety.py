@@ -101,3 +101,24 @@ def test_a_malformed_json_rpc_line_gets_a_parse_error_reply(tmp_path):
     assert replies[0]["error"]["code"] == -32700 and replies[0]["id"] is None
     assert replies[1]["error"]["code"] == -32600
     assert replies[2]["id"] == 1 and "result" in replies[2]
+
+
+def test_a_cancelled_call_is_killed_before_its_side_effects(tmp_path):
+    import threading
+
+    from warpgrad.tools.registry import ToolCancelled
+
+    marker = tmp_path / "late.txt"
+
+    def slow_write() -> None:
+        time.sleep(1.5)
+        marker.write_text("late", encoding="utf-8")
+
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(ToolCancelled):
+        run_bounded(slow_write, 30, cancel)
+    assert time.monotonic() - t0 < 1.2
+    time.sleep(1.6)
+    assert not marker.exists()

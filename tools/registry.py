@@ -13,6 +13,7 @@ import os
 import pickle
 import select
 import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -29,6 +30,10 @@ class ToolError(Exception):
 
 class ToolTimeout(ToolError):
     """A tool call ran past its time limit and was killed (with everything it started)."""
+
+
+class ToolCancelled(ToolError):
+    """The caller gave up on a tool call (the client cancelled it); it was killed."""
 
 
 class ToolCrashed(ToolError):
@@ -105,7 +110,7 @@ def load_tools() -> dict[str, ToolSpec]:
     return TOOLS
 
 
-def run_bounded(fn: Callable[[], Any], timeout_s: float) -> Any:
+def run_bounded(fn: Callable[[], Any], timeout_s: float, cancel: threading.Event | None = None) -> Any:
     """Run `fn()` in a forked child process and return its (picklable) value, killing it at `timeout_s`.
 
     A thread cannot be stopped, so a tool that overran in a thread kept running and could still write
@@ -114,8 +119,11 @@ def run_bounded(fn: Callable[[], Any], timeout_s: float) -> Any:
     parent). The child answers through a pipe; an exception in it comes back as `ToolCrashed` (a
     `ToolError` raised in it comes back as a `ToolError` with the same message).
 
+    Setting `cancel` (from another thread) kills the child too, within 0.1 s.
+
     Raises:
         ToolTimeout: `fn` did not finish in `timeout_s`.
+        ToolCancelled: `cancel` was set first.
         ToolCrashed: The child died without an answer, or `fn` raised something other than ToolError.
         ToolError: `fn` raised one.
     """
@@ -158,6 +166,8 @@ def run_bounded(fn: Callable[[], Any], timeout_s: float) -> Any:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ToolTimeout(f"timed out after {timeout_s:.0f} s")
+            if cancel is not None and cancel.is_set():
+                raise ToolCancelled("cancelled by the caller")
             ready, _, _ = select.select([r], [], [], min(left, 0.1))
             if ready:
                 chunk = os.read(r, 1 << 16)

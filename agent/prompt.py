@@ -30,7 +30,8 @@ KNOWN_TOOLS: dict[str, str] = {
     "read_file": "read a workspace file, or a line range of it.",
     "search_code": "search the workspace's source for a pattern.",
     "shrink": "write a shrunk copy of a script (fewer elements, steps, iterations) and report what changed.",
-    "write_file": "create or overwrite a workspace file (backed up first).",
+    "write_file": "create a new diagnostic file (a probe, a repro script); it refuses to overwrite the user's "
+    "files.",
     "edit_file": "replace an exact snippet in a workspace file (backed up first).",
     "apply_patch": "apply a unified diff to workspace files (backed up first).",
     "run_script": "run a script in a sandboxed subprocess with a timeout and return its output and loss "
@@ -67,7 +68,7 @@ VERSION_CAVEATS: tuple[VersionCaveat, ...] = (
     VersionCaveat(
         (1, 17),
         "`warp.autograd.gradcheck` has no `restore_inputs`: a forward that mutates its inputs is "
-        "differenced from a mutated state. Use the hand-written harness (verification.md section 2).",
+        "differenced from a mutated state. Use the hand-written harness (verification.md §2).",
     ),
     VersionCaveat(
         (1, 17),
@@ -76,8 +77,9 @@ VERSION_CAVEATS: tuple[VersionCaveat, ...] = (
     ),
     VersionCaveat(
         (1, 17),
-        "Tracker warnings for `wp.copy` do not name the call site, and read flags are not cleared by "
-        "`backward()`/`reset()`, so arrays reused across iterations can raise false alarms.",
+        "Tracker warnings for `wp.copy` do not name the call site; `backward()` does not clear the read "
+        "flags and `reset()` clears them only for arrays that received gradients, so arrays reused "
+        "across iterations can raise false alarms (verification.md §1).",
     ),
     VersionCaveat(
         (1, 13),

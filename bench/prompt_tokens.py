@@ -35,6 +35,7 @@ def measure() -> dict[str, int | str]:
     }
     for name, text in references.items():
         counts[f"{name.removesuffix('.md')}_tokens"] = estimate_tokens(text)
+    counts["references_tokens"] = sum(estimate_tokens(text) for text in references.values())
     return counts
 
 

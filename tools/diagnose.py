@@ -121,6 +121,16 @@ class _Ranker:
             return 0.15  # gradients verified: every pattern is at most an incidental smell
         return _COMPATIBLE if key in pool else _INCOMPATIBLE
 
+    def library(self, file: str | None) -> bool:
+        """The file belongs to installed code rather than the user's workspace."""
+        if not file:
+            return False
+        parts = Path(file).parts
+        if any(p in ("site-packages", "dist-packages", ".venv", "venv") for p in parts):
+            return True
+        path = Path(file)
+        return path.is_absolute() and not path.resolve().is_relative_to(self.ws.resolve())
+
     def executed(self, file: str | None, line: int | None) -> bool:
         """The location is a taped launch site or inside a function that made one."""
         if not file or line is None:
@@ -160,7 +170,9 @@ class _Ranker:
                 miss *= 1.0 - s
             h.score = round(1.0 - miss, 4)
             out.append(h)
-        out.sort(key=lambda h: -h.score)
+        # Library code (an installed package, a venv) is context, not a suspect: a user cannot and should not
+        # patch it, so it ranks below every hypothesis in the user's own files.
+        out.sort(key=lambda h: (self.library(h.file), -h.score))
         for i, h in enumerate(out, 1):
             h.rank = i
         return out

@@ -282,6 +282,14 @@ def _refusal(args: GradcheckArgs, cap: dict[str, Any], res: GradcheckResult) -> 
     if not params:
         return (f"iteration {cap.get('iteration')} consumed no gradient of a parameter that --param names"
                 if args.params else "no parameter gradient was consumed at the captured iteration")
+    graph = cap.get("graph_events") or []
+    if graph:
+        # Launches recorded into a graph do not run when the hooks see them, and a replay runs them with no
+        # Python call: the objective and the gradient capture would read are not the ones the update uses.
+        return (f"the script uses CUDA/CPU graph capture ({'; '.join(graph)}): the hooks see the launches when "
+                "they are recorded, not when they run, so capture cannot read the objective or the consumed "
+                "gradient. Run the script with graph capture off (many examples have an option), or write a "
+                "probe file (params/loss/grad)")
     if args.objective:
         return None
     boundary = cap.get("boundary_seeds") or []

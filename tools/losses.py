@@ -12,7 +12,14 @@ import itertools
 import math
 import re
 
-from pydantic import BaseModel
+from typing import Annotated
+
+from pydantic import BaseModel, WithJsonSchema
+
+# A float that may be NaN/inf in Python: JSON carries those as null, so the schema must say so, or a strict
+# client (an MCP client validating the result) rejects the whole result of the run that shows the divergence.
+JsonFloat = Annotated[float, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "null"}],
+                                             "description": "null when the value is NaN or infinite"})]
 
 _NUM = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf|INF)"
 _LOSS = re.compile(rf"\b(?:loss|objective|cost|error|mse|l2)\b\s*(?:\([^)]*\))?\s*[:=]?\s*\[?\s*({_NUM})", re.IGNORECASE)
@@ -23,7 +30,7 @@ _LEAD = re.compile(r"^\s*\[?(\d+)(?:\s*/\s*\d+)?\]?[\s:,|]")
 
 class LossPoint(BaseModel):
     iteration: int
-    value: float
+    value: JsonFloat
     line: int
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.losses import LossPoint, parse_losses, summarize
+from warpgrad.tools.losses import JsonFloat, LossPoint, parse_losses, summarize
 from warpgrad.tools.registry import tool
 from warpgrad.tools.runner import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_warp_chatter
 from warpgrad.tools.workspace import rel_path, resolve_path
@@ -49,9 +49,9 @@ class RunScriptResult(BaseModel):
     error: RunError | None = None
     warp_version: str | None = None
     device: str | None = None
-    loss_trajectory: list[float] = []
+    loss_trajectory: list[JsonFloat] = []
     loss_points: list[LossPoint] = []
-    final_loss: float | None = None
+    final_loss: JsonFloat | None = None
     trend: str | None = None
     warp_warnings: list[str] = []
     files: dict[str, str] = Field(default_factory=dict, description="sha256 of every workspace file the run imported.")

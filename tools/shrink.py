@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+from warpgrad.tools.losses import JsonFloat
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.workspace import (
@@ -234,7 +235,7 @@ class ShrinkResult(BaseModel):
     device_note: str = Field("", description="What happened to the device choice.")
     run: dict[str, Any] | None = Field(None, description="The run_script result of the copy, when run=true.")
     wall_s: float | None = Field(None, description="Wall time of that run.")
-    loss_trajectory: list[float] | None = Field(None, description="Losses the run reported, if any.")
+    loss_trajectory: list[JsonFloat] | None = Field(None, description="Losses the run reported, if any.")
     message: str = ""
 
 

@@ -1,4 +1,4 @@
-"""quick-checks §9: length() at zero (9a), wp.where overflow (9b), floor and a straight-through estimator (9c)."""
+"""quick-checks §9: length() at zero (9a), wp.where overflow and softplus (9b), floor, FD and an STE (9c)."""
 
 import json
 
@@ -50,6 +50,32 @@ def quantized_ste(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
     wp.atomic_add(loss, 0, quantize(x[wp.tid()]))
 
 
+@wp.kernel
+def softplus_naive(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, wp.log(1.0 + wp.exp(x[wp.tid()])))  # exp overflows for large x
+
+
+@wp.kernel
+def softplus_stable(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    v = x[wp.tid()]
+    wp.atomic_add(loss, 0, wp.max(v, 0.0) + wp.log(1.0 + wp.exp(-wp.abs(v))))  # same function, no overflow
+
+
+def floor_fd(values, eps):
+    """Central differences of sum(floor(x)): the secant of a staircase, not a derivative."""
+    f = []
+    for shift in (eps, -eps):
+        loss = wp.zeros(1, dtype=float)
+        wp.launch(
+            quantized,
+            dim=len(values),
+            inputs=[wp.array([v + shift for v in values], dtype=float)],
+            outputs=[loss],
+        )
+        f.append(float(loss.numpy()[0]))
+    return (f[0] - f[1]) / (2 * eps)
+
+
 def gradient(kernel, x):
     loss = wp.zeros(1, dtype=float, requires_grad=True)
     tape = wp.Tape()
@@ -76,6 +102,9 @@ print(
             "where_fixed": gradient(capped_exp_clamped, scalars([1.0, 100.0])),
             "floor": gradient(quantized, scalars([0.3, 1.7])),
             "floor_ste": gradient(quantized_ste, scalars([0.3, 1.7])),
+            "floor_fd_near_step": floor_fd([0.3, 0.999], 1e-2),
+            "softplus_naive": gradient(softplus_naive, scalars([1.0, 100.0])),
+            "softplus_stable": gradient(softplus_stable, scalars([1.0, 100.0])),
         }
     )
 )

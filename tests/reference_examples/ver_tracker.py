@@ -135,6 +135,22 @@ def after_backward_case():
     return log.warnings
 
 
+def after_reset_case(x_has_grad):
+    """Before 1.17 backward() kept the read flags; reset() cleared them only for arrays with gradients."""
+    x = wp.ones(2, dtype=float, requires_grad=x_has_grad)
+    y = wp.zeros(2, dtype=float, requires_grad=True)
+    log = Collect()
+    with wp.ScopedLogger(log):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(read_right, dim=2, inputs=[x], outputs=[y])
+        tape.backward(grads={y: wp.ones(2, dtype=float)})
+        tape.reset()
+        with wp.Tape():
+            wp.launch(fill, dim=2, inputs=[x])
+    return log.warnings
+
+
 def catch_warnings_case():
     """With Warp's default logger, the standard-library recorder sees none of the tracker's warnings."""
     x, y = arrays()
@@ -177,6 +193,8 @@ print(
             "struct": struct_case(),
             "ptr_alias": alias_case(),
             "reuse_after_backward": after_backward_case(),
+            "reuse_after_reset_with_grad": after_reset_case(True),
+            "reuse_after_reset_without_grad": after_reset_case(False),
             "catch_warnings_records": catch_warnings_case(),
             "inplace": inplace_case(),
             "copy_with_grads": copy_case(True),

@@ -180,6 +180,8 @@ class RunListener(hooks.Listener):
         self.tapes += 1
 
     def before_backward(self, tape, loss, grads) -> None:
+        if self.capturing:
+            self.graph_events.append("tape.backward recorded into a captured graph (it runs only on replay)")
         self.backward_calls += 1
 
     def optimizer_step(self, opt, grads) -> None:
@@ -244,6 +246,8 @@ class CaptureListener(hooks.Listener):
         # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
         self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
         self.updated: set[int] = set()  # parameters written by an update since the iteration's backward
+        self.capturing = False
+        self.graph_events: list[str] = []  # what was recorded into, or replayed from, a captured graph
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
         self.applied: dict[str, np.ndarray] = {}
@@ -398,6 +402,12 @@ class CaptureListener(hooks.Listener):
 
     def tape_enter(self, tape) -> None:
         self._forward_activity()
+
+    def graph_capture(self, active: bool) -> None:
+        self.capturing = active
+
+    def graph_launch(self, graph) -> None:
+        self.graph_events.append("wp.capture_launch replays a captured graph")
 
     # ---------------------------------------------------------------- backward: the objective
     def before_backward(self, tape, loss, grads) -> None:
@@ -637,6 +647,7 @@ class CaptureListener(hooks.Listener):
             "other_iterations": others,
             "boundary_seeds": sorted({sd for r in table.values() for sd in r.seeds if "(boundary seed)" in sd}),
             "unseeded_backward": self.unseeded_backward,
+            "graph_events": sorted(set(self.graph_events)),
             "seeded_trajectory": [table[i].objective for i in sorted(table) if table[i].backward_calls],
             "leaf_candidates": candidates[:20],
             "stopped_at": self.stopped_at,

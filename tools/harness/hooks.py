@@ -105,6 +105,8 @@ class Listener:
     def optimizer_step(self, opt, grads) -> None: ...
     def grad_read(self, grad_array, how: str) -> None: ...
     def script_end(self) -> None: ...
+    def graph_capture(self, active: bool) -> None: ...
+    def graph_launch(self, graph) -> None: ...
 
 
 @dataclass
@@ -246,6 +248,26 @@ def install() -> None:
                 _emit("grad_read", self, "numpy")
         return orig["numpy"](self, *args, **kwargs)
 
+    # Graph capture records launches without running them and a replay runs them without any Python call:
+    # listeners must know, since what they saw during recording is not what executes.
+    orig_begin, orig_end, orig_glaunch = ctx.capture_begin, ctx.capture_end, ctx.capture_launch
+
+    def capture_begin(*args, **kwargs):
+        result = orig_begin(*args, **kwargs)
+        _emit("graph_capture", True)
+        return result
+
+    def capture_end(*args, **kwargs):
+        _emit("graph_capture", False)
+        return orig_end(*args, **kwargs)
+
+    def capture_launch(graph, *args, **kwargs):
+        _emit("graph_launch", graph)
+        return orig_glaunch(graph, *args, **kwargs)
+
+    wp.capture_begin = ctx.capture_begin = capture_begin
+    wp.capture_end = ctx.capture_end = capture_end
+    wp.capture_launch = ctx.capture_launch = capture_launch
     wp.launch = launch
     ctx.launch = launch
     wp.copy = copy

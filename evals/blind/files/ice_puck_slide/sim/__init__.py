@@ -1,0 +1,3 @@
+from .pucks import PuckRink
+
+__all__ = ["PuckRink"]

@@ -1,0 +1,3 @@
+from .chain import Chain
+
+__all__ = ["Chain"]

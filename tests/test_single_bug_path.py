@@ -1,0 +1,90 @@
+"""How many calls the skill's method takes on a single-bug program, driven by a scripted model.
+
+SKILL.md promises that a single-bug case takes about eight calls: `diagnose` once, read the lines it
+cites, patch, re-check with the same harness, a tracker rerun, the workflow rerun, `finish`. This
+test plays that path with the real tools against a real broken Warp program. The scripted model does
+not know where the bug is: it reads the file and line from `diagnose`'s top hypothesis and patches
+only what those lines show, so the count holds only while `diagnose` points at the cause.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from programs import write_program
+from warpgrad.agent import prompt
+from warpgrad.agent.loop import Agent, AgentConfig
+from warpgrad.agent.scripted import ScriptedClient, tool_use
+from warpgrad.tools.registry import load_tools
+
+# The most calls SKILL.md's "about eight calls" allows for a single-bug case.
+CALL_BUDGET = 8
+BUG, FIX = "requires_grad=(s != STEPS)", "requires_grad=True"
+
+
+def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool results the model was just sent, parsed (error results stay text)."""
+    blocks = [b for b in request["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    return [b["content"] if b.get("is_error") else json.loads(b["content"]) for b in blocks]
+
+
+def read_what_diagnose_cites(request: dict[str, Any]):
+    (diagnosis,) = tool_results(request)
+    assert diagnosis["gradients_wrong"] is True and diagnosis["signature"] == "zero", diagnosis["summary"]
+    top = diagnosis["hypotheses"][0]
+    assert top["file"] and top["line"], top
+    return tool_use("read_file", path=top["file"], start_line=max(1, top["line"] - 10), max_lines=21)
+
+
+def patch_what_was_read(request: dict[str, Any]):
+    (window,) = tool_results(request)
+    assert BUG in window["text"], f"the cited lines do not show the bug:\n{window['text']}"
+    return tool_use("edit_file", path=window["path"], old_text=BUG, new_text=FIX)
+
+
+@pytest.mark.warp
+@pytest.mark.slow
+def test_a_single_bug_case_takes_at_most_eight_calls_along_the_method(tmp_path):
+    method = prompt.render_skill().split("## Method")[1].split("## Failure signatures")[0]
+    assert "about eight calls" in method
+    write_program(tmp_path, "no_requires_grad")  # one bug: the final state buffer has no gradient
+    client = ScriptedClient(
+        tool_use("diagnose", script="train.py"),
+        read_what_diagnose_cites,
+        patch_what_was_read,
+        tool_use("gradcheck", script="train.py"),  # the same arguments as diagnose's check: same harness
+        tool_use("instrument", script="train.py"),
+        tool_use("run_script", script="train.py"),
+        tool_use(
+            "finish", outcome="fixed", summary="The last state buffer was allocated without a gradient."
+        ),
+    )
+    agent = Agent(client, AgentConfig(), tmp_path, tools=load_tools(), system=prompt.render_skill())
+    agent.run("train.py trains but its loss never improves; fix it")
+
+    calls = [
+        b for m in agent.messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"
+    ]
+    results = [
+        b
+        for m in agent.messages
+        if m["role"] == "user"
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    errors = [r["content"] for r in results if r["is_error"]]
+    assert errors == [], errors
+    assert agent.finished is not None and agent.finished["outcome"] == "fixed", agent.finished
+    assert not client.replies
+    assert [c["name"] for c in calls] == [
+        "diagnose", "read_file", "edit_file", "gradcheck", "instrument", "run_script", "finish"
+    ]  # fmt: skip
+    assert len(calls) <= CALL_BUDGET
+    recheck = json.loads(results[3]["content"])
+    assert recheck["passed"] is True and recheck["signature"] == "correct"
+    assert re.search(
+        r"requires_grad=True\) for s in range", (tmp_path / "train.py").read_text(encoding="utf-8")
+    )

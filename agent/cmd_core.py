@@ -229,7 +229,33 @@ class ToolGroup(click.Group):
         return tool_command(spec) if spec else None
 
 
+def doctor_cmd(
+    workspace: Annotated[Path, typer.Option(help="Workspace root (the live check runs there).")] = Path("."),
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Say how user code is isolated here (bwrap or the subreaper fallback) and check it with one run."""
+    from warpgrad.tools.sandbox import doctor, is_secret_name
+
+    r = doctor(workspace.resolve())
+    if as_json:
+        print(r.model_dump_json(indent=2))
+    else:
+        i = r.isolation
+        out.print(f"isolation: [bold]{i.isolation}[/] ({i.reason}; WARPGRAD_SANDBOX={i.requested})", highlight=False)
+        if i.bwrap_path:
+            out.print(f"bwrap: {i.bwrap_path} {i.bwrap_version or ''}", highlight=False)
+        out.print(f"live check: {r.live_check} in {r.live_check_s:.2f} s", highlight=False)
+        out.print(f"network: {r.network}", highlight=False)
+        out.print(f"kernel cache (writable): {r.kernel_cache}", highlight=False)
+        out.print(f"GPU devices bound: {', '.join(r.gpu_devices) or 'none found'}", highlight=False)
+        out.print(f"withheld from user code: {len(r.withheld_env)} variables"
+                  + (f" (secrets among them: {', '.join(n for n in r.withheld_env if is_secret_name(n))})"
+                     if any(is_secret_name(n) for n in r.withheld_env) else ""), highlight=False)
+    raise typer.Exit(0 if r.live_check == "ok" else 1)
+
+
 def register(app: typer.Typer) -> None:
     passthrough = {"allow_extra_args": True, "ignore_unknown_options": False}
     app.command("gradcheck", context_settings=passthrough)(gradcheck_cmd)
     app.command("run", context_settings=passthrough)(run_cmd)
+    app.command("doctor")(doctor_cmd)

@@ -55,6 +55,8 @@ def register(app: typer.Typer) -> None:
             print(res.model_dump_json())
             return
         con = Console()
+        for line in res.recovered:
+            con.print(f"[yellow]recovered:[/yellow] {line}", highlight=False)
         for p in res.restored:
             con.print(f"restored [bold]{p}[/bold]", highlight=False)
         for p in res.removed:

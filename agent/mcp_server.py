@@ -13,6 +13,7 @@ modules are imported only after it has done so.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ import warpgrad
 from mcp import types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 from warpgrad.agent import prompt
 from warpgrad.agent.context import agent_tools, render_skill_for, run_tool
-from warpgrad.tools.registry import ToolSpec
+from warpgrad.tools.registry import ToolCrashed, ToolSpec, ToolTimeout, run_bounded
 
 SERVER_NAME = "warpgrad"
 PROMPT_NAME = prompt.SKILL_NAME
@@ -60,6 +62,26 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
     )
 
 
+def _run_tool_bounded(
+    tools: dict[str, ToolSpec], name: str, raw: dict[str, Any], workspace: Path, timeout_s: float,
+    cancel: threading.Event,
+) -> tuple[str, bool, str | None]:
+    """`run_tool` in a forked child killed at `timeout_s` (raises ToolTimeout).
+
+    Returns (text for the model, is_error, the result model's JSON or None): the result crosses the
+    process boundary as the same JSON the structured content is made of, never revalidated.
+    """
+
+    def call() -> tuple[str, bool, str | None]:
+        output, is_error, result = run_tool(tools, name, raw, workspace)
+        return output, is_error, None if result is None else result.model_dump_json()
+
+    try:
+        return run_bounded(call, timeout_s, cancel)
+    except ToolCrashed as e:
+        return f"tool {name} crashed: {e}", True, None
+
+
 def build_server(
     workspace: Path, tools: dict[str, ToolSpec] | None = None, *, tool_timeout: float = TOOL_TIMEOUT
 ) -> Server:
@@ -87,31 +109,29 @@ def build_server(
                     return
 
         result: Any = None
-        try:
-            with anyio.fail_after(tool_timeout):
-                async with anyio.create_task_group() as tg:
-                    if spec is not None and spec.long_running:
-                        tg.start_soon(heartbeat)
-                    # A thread cannot be killed: on timeout it is abandoned, and the tool's own
-                    # subprocess timeout reaps the user code.
-                    output, is_error, result = await anyio.to_thread.run_sync(
-                        run_tool,
-                        tools,
-                        params.name,
-                        params.arguments or {},
-                        workspace,
-                        abandon_on_cancel=True,
-                    )
-                    tg.cancel_scope.cancel()
-        except TimeoutError:
-            output = (
-                f"{params.name} timed out after {tool_timeout:.0f} s; narrow the check "
-                "(fewer iterations, a shrunk repro) and call it again."
-            )
-            is_error = True
+        async with anyio.create_task_group() as tg:
+            if spec is not None and spec.long_running:
+                tg.start_soon(heartbeat)
+            # The call runs in a forked child that is killed at the timeout: a thread could not be
+            # stopped, and a tool that kept running could still write to the ledger afterwards.
+            cancel = threading.Event()
+            try:
+                output, is_error, result = await anyio.to_thread.run_sync(
+                    _run_tool_bounded, tools, params.name, params.arguments or {}, workspace, tool_timeout,
+                    cancel, abandon_on_cancel=True,
+                )
+            except ToolTimeout:
+                output = (
+                    f"{params.name} timed out after {tool_timeout:.0f} s and was stopped; narrow the check "
+                    "(fewer iterations, a shrunk repro) and call it again."
+                )
+                is_error = True
+            finally:
+                cancel.set()  # a cancelled request kills its tool's process too (a no-op once it is done)
+            tg.cancel_scope.cancel()
         if is_error or result is None:
             return types.CallToolResult(content=_text(output), is_error=True)
-        data = json.loads(result.model_dump_json())
+        data = json.loads(result)
         return types.CallToolResult(content=_text(json.dumps(data)), structured_content=data)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
@@ -195,10 +215,38 @@ def build_server(
     )
 
 
+INVALID_REQUEST = -32600
+
+
+def _bad_message_reply(exc: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error for a line that is not JSON (-32700) or not a JSON-RPC message (-32600)."""
+    not_json = isinstance(exc, ValidationError) and any(e["type"] == "json_invalid" for e in exc.errors())
+    code, what = (types.PARSE_ERROR, "Parse error: the line is not valid JSON") if not_json else (
+        INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message")
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what))
+
+
 async def serve_stdio(workspace: Path, tool_timeout: float = TOOL_TIMEOUT) -> None:
-    """Serve over stdin/stdout until the client closes the connection."""
+    """Serve over stdin/stdout until the client closes the connection.
+
+    A line that is not a JSON-RPC message gets an error reply with id null, as JSON-RPC 2.0 asks
+    (the transport alone would drop it silently and leave the client waiting).
+    """
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
     async with stdio_server() as (read_stream, write_stream):
         server = build_server(workspace, tool_timeout=tool_timeout)  # imports tools after fd 1 is diverted
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def screen() -> None:
+            async with send, read_stream:
+                async for msg in read_stream:
+                    if isinstance(msg, Exception):
+                        await write_stream.send(SessionMessage(_bad_message_reply(msg)))
+                    else:
+                        await send.send(msg)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(screen)
+            await server.run(receive, write_stream, server.create_initialization_options())

@@ -1,15 +1,19 @@
-"""Run user code in a subprocess: own process group, wall-clock timeout, memory cap, bounded output.
+"""Run user code in a subprocess: whole-tree kill at the timeout, memory cap, bounded and redacted output.
 
 Nothing here imports Warp or user code. The harness (`warpgrad.tools.harness.main`) is what runs
 inside the child; it writes one JSON document to the path in `WARPGRAD_RESULT`, because the user's
-script owns stdout.
+script owns stdout. Every child runs under the subreaper launcher (`reaper.py`), so no process it
+starts outlives the run; the harness also runs under bubblewrap where that works (`sandbox.py`), with
+an allow-listed environment. Secrets are redacted from what a run prints before it is returned.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -21,6 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+from warpgrad.tools.sandbox import (
+    Request,
+    SandboxPolicy,
+    bwrap_argv,
+    child_env,
+    detect_isolation,
+    gpu_devices,
+    network_requested,
+    reaper_argv,
+    redact,
+    secret_values,
+    warp_cache_dir,
+)
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MEMORY_MB = 8192
@@ -47,6 +64,7 @@ class ProcessResult(BaseModel):
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     memory_limit_mb: int | None = None
+    isolation: str | None = Field(None, description="bwrap or subreaper: how the process was isolated.")
 
     @property
     def ok(self) -> bool:
@@ -55,25 +73,12 @@ class ProcessResult(BaseModel):
     def describe(self) -> str:
         """One line naming what happened, for error messages."""
         if self.timed_out:
-            return f"timed out after {self.wall_s:.1f} s (killed the process group)"
+            return f"timed out after {self.wall_s:.1f} s (killed it and every process it started)"
         if self.signal:
             return f"crashed ({self.signal})"
         if self.returncode != 0:
             return f"exited with code {self.returncode}"
         return "exited normally"
-
-
-_LIMIT_LAUNCHER = (
-    "import os, resource, sys\n"
-    "cap = int(sys.argv[1])\n"
-    "resource.setrlimit(resource.RLIMIT_AS, (cap, cap))\n"
-    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
-    "try:\n"
-    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
-    "except OSError as e:\n"
-    "    sys.stderr.write(f'could not start {sys.argv[2]}: {e}\\n')\n"
-    "    sys.exit(127)\n"
-)
 
 
 class _Tail:
@@ -111,54 +116,115 @@ def run_process(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     tail_bytes: int = TAIL_BYTES,
+    sandbox: SandboxPolicy | None = None,
+    isolation: Request | None = None,
 ) -> ProcessResult:
-    """Run `argv` in its own session; kill the whole group on timeout. Never raises for child failures."""
+    """Run `argv`; at the timeout kill it with every process it started. Never raises for child failures.
 
+    Args:
+        argv: The command.
+        cwd: Its working directory.
+        env: Its environment (default: this process's; pass `child_env(...)` for user code).
+        timeout_s: Wall-clock limit for the whole tree.
+        memory_mb: Address-space cap of the command (None: none).
+        tail_bytes: How much of each output stream to keep (the end).
+        sandbox: Run under bubblewrap with this policy where bwrap works (None: the launcher only).
+        isolation: Override `WARPGRAD_SANDBOX` (auto, bwrap, subreaper) for this run.
+    """
     shown = list(argv)
-    if memory_mb:
-        # The limits are set by a tiny launcher that then execs the command: a `preexec_fn` would run Python
-        # in the forked child of a threaded parent (FD evaluations run from threads), which can deadlock.
-        argv = [sys.executable, "-c", _LIMIT_LAUNCHER, str(memory_mb * 2**20), *argv]
-    out, err = _Tail(tail_bytes), _Tail(tail_bytes)
-    start = time.monotonic()
+    # The launcher sets the limits and then starts the command: a `preexec_fn` would run Python in the
+    # forked child of a threaded parent (FD evaluations run from threads), which can deadlock.
+    status_r, status_w = os.pipe()
+    launch = reaper_argv(argv, memory_mb, status_w)
+    used = "subreaper"
     try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as e:
-        return ProcessResult(argv=shown, returncode=127, stderr_tail=f"could not start {shown[0]}: {e}")
+        if sandbox is not None:
+            info = detect_isolation(isolation)
+            if info.isolation == "bwrap":
+                launch, used = bwrap_argv(sandbox, launch, cwd=cwd, bwrap=info.bwrap_path or "bwrap"), "bwrap"
+            elif info.requested == "bwrap":
+                os.close(status_r)
+                return ProcessResult(argv=shown, returncode=127, isolation="none", stderr_tail=(
+                    f"not run: bwrap isolation was required but is unusable: {info.reason}"))
+        out, err = _Tail(tail_bytes), _Tail(tail_bytes)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                launch, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, pass_fds=(status_w,),
+            )
+        except OSError as e:
+            os.close(status_r)
+            return ProcessResult(argv=shown, returncode=127, stderr_tail=f"could not start {launch[0]}: {e}",
+                                 isolation=used)
+    finally:
+        os.close(status_w)
+    with os.fdopen(status_r, "rb") as status_pipe:
+        return _collect(proc, out, err, start, timeout_s, status_pipe, ProcessResult(
+            argv=shown, memory_limit_mb=memory_mb, isolation=used))
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float) -> None:
+    """`proc.wait(timeout_s)` without its polling (sleeps of up to 50 ms): a pidfd wakes us at the exit.
+
+    Raises:
+        subprocess.TimeoutExpired: The process still runs at the timeout.
+    """
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # before Linux 5.3 / Python 3.9
+        proc.wait(timeout=timeout_s)
+        return
+    try:
+        if not select.select([fd], [], [], timeout_s)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+    finally:
+        os.close(fd)
+    proc.wait()
+
+
+def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeout_s: float, status_pipe,
+             res: ProcessResult) -> ProcessResult:
+    """Wait for the launcher (killing the tree at the timeout) and fill in `res`."""
     readers = [threading.Thread(target=t.feed, args=(s,), daemon=True) for t, s in ((out, proc.stdout), (err, proc.stderr))]
     for r in readers:
         r.start()
     timed_out = False
     try:
-        proc.wait(timeout=timeout_s)
+        _wait(proc, timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
+        # SIGTERM makes the launcher kill the whole tree (bwrap dies, and its PID namespace with it).
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
     finally:
-        # The group may hold grandchildren even after a clean exit; they must not outlive the run.
-        try:
+        # Backstop: the launcher's own group must not outlive the run either.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         proc.wait()
     for r in readers:
         r.join(timeout=5)
     for stream in (proc.stdout, proc.stderr):
         stream.close()
-    rc = proc.returncode
+    rc: int | None = proc.returncode
+    # The launcher's own report is exact where bwrap turns a signal into exit code 128+N.
+    word = status_pipe.read().decode("ascii", errors="replace").split()
+    if len(word) == 2 and word[1].lstrip("-").isdigit():
+        rc = int(word[1]) if word[0] == "exit" else -int(word[1])
     sig = None
     if rc is not None and rc < 0:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else f"signal {-rc}"
         rc = None
     if timed_out:
         sig = None
-    return ProcessResult(
-        argv=shown, returncode=rc, signal=sig, timed_out=timed_out, wall_s=round(time.monotonic() - start, 3),
-        stdout_tail=out.text(), stderr_tail=err.text(), stdout_bytes=out.total, stderr_bytes=err.total,
-        memory_limit_mb=memory_mb,
-    )
+    secrets = secret_values()
+    return res.model_copy(update={
+        "returncode": rc, "signal": sig, "timed_out": timed_out, "wall_s": round(time.monotonic() - start, 3),
+        "stdout_tail": redact(out.text(), secrets), "stderr_tail": redact(err.text(), secrets),
+        "stdout_bytes": out.total, "stderr_bytes": err.total,
+    })
 
 
 class HarnessOutcome(BaseModel):
@@ -179,7 +245,8 @@ class HarnessOutcome(BaseModel):
 
 
 def harness_env(*, device: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+    """The environment of user code: the allow-listed part of ours (no secrets), plus the harness's own."""
+    env = child_env(os.environ)
     env.setdefault("PYTHONHASHSEED", "0")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
@@ -200,12 +267,22 @@ def run_harness(
     device: str | None = None,
     env_extra: dict[str, str] | None = None,
 ) -> HarnessOutcome:
-    """Start `python -m warpgrad.tools.harness.main` with `config` and collect its JSON report."""
+    """Start `python -m warpgrad.tools.harness.main` with `config` in the sandbox and collect its JSON report.
+
+    Writable inside: the workspace (`config["workspace"]`, else `cwd`), Warp's kernel cache, a private
+    temp dir (TMPDIR; it holds the config and the result) and the `outdir`/`result`/`stderr` folders the
+    config names. Strings in the report are redacted of secrets like the output is.
+    """
     with tempfile.TemporaryDirectory(prefix="warpgrad-") as tmp:
         cfg_path = Path(tmp) / "config.json"
         res_path = Path(tmp) / "result.json"
         cfg_path.write_text(json.dumps(config), encoding="utf-8")
-        env = harness_env(device=device or config.get("device"), extra={"WARPGRAD_RESULT": str(res_path), **(env_extra or {})})
+        env = harness_env(device=device or config.get("device"),
+                          extra={"WARPGRAD_RESULT": str(res_path), "TMPDIR": tmp, **(env_extra or {})})
+        cache = warp_cache_dir(env)
+        cache.mkdir(parents=True, exist_ok=True)
+        policy = SandboxPolicy(workspace=Path(config.get("workspace") or cwd), writable=[Path(tmp), cache,
+                               *_config_dirs(config)], devices=gpu_devices(), network=network_requested())
         if device == "cpu" or config.get("device") == "cpu":
             mem = memory_mb
         else:
@@ -213,15 +290,50 @@ def run_harness(
             mem = memory_mb if not _cuda_possible() else None
         proc = run_process(
             [sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)], cwd=cwd, env=env,
-            timeout_s=timeout_s, memory_mb=mem,
+            timeout_s=timeout_s, memory_mb=mem, sandbox=policy,
         )
+        secrets = secret_values()
+        _redact_stderr_files(config, secrets)
         data = None
         if res_path.exists():
             try:
-                data = json.loads(res_path.read_text(encoding="utf-8"))
+                data = _redact_tree(json.loads(res_path.read_text(encoding="utf-8")), secrets)
             except json.JSONDecodeError:
                 data = None
         return HarnessOutcome(process=proc, data=data)
+
+
+def _redact_stderr_files(config: dict[str, Any], secrets: list[str]) -> None:
+    """Batch evaluations write their stderr to files the caller reads: redact those like the streams."""
+    for c in [config, *config.get("batch", [])]:
+        path = c.get("stderr")
+        if isinstance(path, str) and Path(path).is_file() and not Path(path).is_symlink():
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            clean = redact(text, secrets)
+            if clean != text:
+                Path(path).write_text(clean, encoding="utf-8")
+
+
+def _config_dirs(config: dict[str, Any]) -> list[Path]:
+    """The existing folders a harness config tells the harness to write into (its own and each batch item's)."""
+    found = []
+    for c in [config, *config.get("batch", [])]:
+        for key in ("outdir", "result", "stderr"):
+            if isinstance(c.get(key), str):
+                p = Path(c[key]) if key == "outdir" else Path(c[key]).parent
+                if p.is_dir():
+                    found.append(p)
+    return found
+
+
+def _redact_tree(obj: Any, secrets: list[str]) -> Any:
+    if isinstance(obj, str):
+        return redact(obj, secrets)
+    if isinstance(obj, dict):
+        return {k: _redact_tree(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redact_tree(v, secrets) for v in obj]
+    return obj
 
 
 def _cuda_possible() -> bool:

@@ -7,154 +7,53 @@ Safety rules every tool here follows (and other tools should, through `resolve_p
 - a user's file is never overwritten by `write_file` and never deleted; a file warpgrad created is
   tracked in `.warpgrad/created.json` and may be rewritten (or removed by `undo`);
 - every patch backs the file up to `.warpgrad/backups/` first, refuses to break Python syntax, and is
-  recorded in the ledger (kind `patch`) with its diff and before/after sha256.
+  recorded in the ledger (kind `patch`) with its diff and before/after sha256;
+- changes are serialized (`edit_lock`, from the read to the ledger record), written ahead and capped
+  in size (`MAX_EDIT_CHARS`, `MAX_FILE_BYTES`).
+
+Path safety lives in `paths.py`; backups, write-ahead patches and `undo` in `backups.py` (both
+re-exported here).
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import difflib
 import hashlib
 import importlib.metadata
-import json
 import os
 import re
-import shutil
-import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import regex
 from pydantic import BaseModel, Field
-from warpgrad.tools.ledger import STATE_DIR, Ledger, LedgerCorrupt, file_lock, sha256_file, state_dir
+from warpgrad.tools.backups import (  # noqa: F401 -- re-exported: tools and commands import them from here
+    UndoResult,
+    apply_changes,
+    atomic_write,
+    created_files,
+    edit_lock,
+    mark_created,
+    require_intact_ledger,
+    tmp_dir,
+    undo,
+)
+from warpgrad.tools.ledger import STATE_DIR, Ledger, sha256_file
+from warpgrad.tools.paths import rel_or_raw, rel_path, resolve_path  # noqa: F401 -- re-exported
 from warpgrad.tools.registry import ToolError, tool
 
 MAX_READ_LINES = 400
 MAX_LINE_CHARS = 400
 MAX_SEARCH_RESULTS = 200
 MAX_FILE_BYTES = 2_000_000  # bigger files are data, not code
+MAX_EDIT_CHARS = 200_000  # one edit's text, a diff or a written file: a fix is small; the ledger keeps it
 MAX_OVERVIEW_FILES = 300
+SEARCH_TIMEOUT_S = 5.0
 SKIP_DIRS = {".git", ".hg", ".svn", STATE_DIR, "__pycache__", ".venv", "venv", "env", "node_modules",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox", ".eggs"}
-
-
-# ---------------------------------------------------------------------------------------------------
-# Path safety
-# ---------------------------------------------------------------------------------------------------
-
-
-def resolve_path(workspace: Path, path: str | Path, *, allow_state: bool = False) -> Path:
-    """Resolve a user- or model-given path against the workspace root, refusing anything outside it.
-
-    Args:
-        workspace: The workspace root.
-        path: Workspace-relative path, or an absolute path that lies inside the workspace.
-        allow_state: Allow paths inside `.warpgrad/` (only warpgrad's own code passes True).
-
-    Returns:
-        The absolute, symlink-free path inside the workspace.
-
-    Raises:
-        ToolError: The path is empty, leaves the workspace (absolute elsewhere, `..`, or a symbolic link
-            that leads out), or points into `.warpgrad/`.
-    """
-    root = Path(workspace).resolve()
-    raw = str(path).strip()
-    if not raw:
-        raise ToolError("empty path: give a path relative to the workspace root")
-    p = Path(raw).expanduser()
-    candidate = p if p.is_absolute() else root / p
-    # Lexical check first, so `..` is refused even when the target does not exist.
-    lexical = Path(os.path.normpath(candidate))
-    if not lexical.is_relative_to(root):
-        raise ToolError(f"{raw!r} is outside the workspace {root}: tools only read and write inside it; "
-                        "give a path relative to the workspace root")
-    real = candidate.resolve()  # follows every symlink on the way, existing or not
-    if not real.is_relative_to(root):
-        raise ToolError(f"{raw!r} is a symbolic link (or passes through one) that leads outside the workspace "
-                        f"to {real}; tools do not follow links out of the workspace")
-    if not allow_state and real.relative_to(root).parts[:1] == (STATE_DIR,):
-        raise ToolError(f"{raw!r} is inside {STATE_DIR}/, warpgrad's own state (ledger, backups); tools do "
-                        "not touch it directly")
-    return real
-
-
-def rel_or_raw(workspace: Path, file: str | None) -> str | None:
-    """Workspace-relative path of `file` when it lies inside the workspace, else `file` unchanged."""
-    if not file:
-        return file
-    try:
-        return rel_path(workspace, Path(file))
-    except (ValueError, OSError):
-        return file
-
-
-def rel_path(workspace: Path, path: Path) -> str:
-    """Workspace-relative POSIX path of an absolute path inside the workspace."""
-    return path.resolve().relative_to(Path(workspace).resolve()).as_posix()
-
-
-# ---------------------------------------------------------------------------------------------------
-# Files warpgrad created, backups, atomic writes
-# ---------------------------------------------------------------------------------------------------
-
-
-def _state_lock(workspace: Path) -> contextlib.AbstractContextManager[None]:
-    return file_lock(state_dir(workspace) / "state.lock")
-
-
-def _created_path(workspace: Path) -> Path:
-    return state_dir(workspace) / "created.json"
-
-
-def created_files(workspace: Path) -> dict[str, str]:
-    """Files warpgrad created in the workspace: relative path -> sha256 when warpgrad last wrote it."""
-    try:
-        return json.loads(_created_path(workspace).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-
-
-def _save_created(workspace: Path, created: dict[str, str]) -> None:
-    _atomic_write(_created_path(workspace), json.dumps(created, indent=1, sort_keys=True).encode("utf-8"))
-
-
-def mark_created(workspace: Path, rel: str, sha: str) -> None:
-    """Record that warpgrad created (or rewrote) `rel` with content hash `sha`."""
-    with _state_lock(workspace):
-        c = created_files(workspace)
-        c[rel] = sha
-        _save_created(workspace, c)
-
-
-def _atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".wgtmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def require_intact_ledger(workspace: Path) -> None:
-    """Refuse a change that could not be recorded: a damaged ledger takes no more records.
-
-    Raises:
-        LedgerCorrupt: The ledger failed verification.
-    """
-    check = Ledger(workspace).verify()
-    if not check.ok:
-        raise LedgerCorrupt("not done: the evidence ledger failed verification (" + "; ".join(check.problems)
-                            + "), so this change could not be recorded. A person must inspect .warpgrad/ledger.jsonl")
 
 
 def check_writable_new(workspace: Path, target: Path) -> None:
@@ -175,170 +74,24 @@ def check_writable_new(workspace: Path, target: Path) -> None:
     if sha256_file(target) != created[rel]:
         raise ToolError(f"{rel} was created by warpgrad but changed since (by the user?); it is not overwritten. "
                         "Pick a new name")
+    # created.json may come from anywhere (a cloned repository): the ledger must show warpgrad wrote it.
+    if not any(r.files.get(rel) == created[rel] for r in Ledger(workspace).read()[0]):
+        raise ToolError(f"{rel} is listed in .warpgrad/created.json, but the evidence ledger never recorded "
+                        "warpgrad writing it; it is treated as the user's file and not overwritten. Pick a new name")
 
 
 def syntax_error(text: str, rel: str) -> str | None:
     """The SyntaxError of Python source `text` as one line with its location, or None when it parses."""
     try:
-        ast.parse(text, filename=rel)
+        # Not the real file name: for some errors Python fills `e.text` from the file of that name, which
+        # would quote the line on disk instead of the proposed one.
+        ast.parse(text, filename="<proposed>")
     except SyntaxError as e:
         where = f"line {e.lineno}" + (f", column {e.offset}" if e.offset else "")
-        src = (e.text or "").rstrip("\n")
+        lines = text.splitlines()
+        src = lines[e.lineno - 1] if e.lineno and 0 < e.lineno <= len(lines) else ""
         return f"{rel}: {e.msg} ({where})" + (f": {src.strip()}" if src.strip() else "")
     return None
-
-
-class _Backups:
-    """`.warpgrad/backups/`: a copy of every file before a patch, plus an index for `undo`."""
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = Path(workspace)
-        self.dir = state_dir(workspace) / "backups"
-        self.dir.mkdir(exist_ok=True)
-        self.index = self.dir / "index.jsonl"
-
-    def entries(self) -> list[dict[str, Any]]:
-        if not self.index.exists():
-            return []
-        out = []
-        for line in self.index.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                out.append(json.loads(line))
-        # An "undone" line marks an earlier operation as restored; fold it in.
-        undone = {e["undo_of"] for e in out if "undo_of" in e}
-        return [dict(e, undone=e["op"] in undone) for e in out if "op" in e]
-
-    def next_op(self) -> str:
-        return f"{len(self.entries()) + 1:04d}"
-
-    def save(self, op: str, files: list[dict[str, Any]], tool_name: str) -> None:
-        for f in files:
-            if f["before"] is not None:
-                dst = self.dir / op / f["path"]
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(self.workspace / f["path"], dst)
-        self._append({"op": op, "tool": tool_name, "files": files})
-
-    def _append(self, entry: dict[str, Any]) -> None:
-        with open(self.index, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
-
-    def mark_undone(self, op: str) -> None:
-        self._append({"undo_of": op})
-
-
-def apply_changes(
-    workspace: Path, changes: dict[str, str], tool_name: str, diff: str, extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Back up, write and record a set of file changes as one patch (all or nothing).
-
-    Args:
-        workspace: The workspace root.
-        changes: Relative path -> new text (files must be resolved and checked by the caller).
-        tool_name: The tool making the change.
-        diff: The unified diff, recorded in the ledger.
-        extra: More payload fields for the ledger record.
-
-    Returns:
-        The ledger payload that was recorded (paths, before/after hashes, diff, backup op id, seq).
-    """
-    require_intact_ledger(workspace)
-    with _state_lock(workspace):
-        backups = _Backups(workspace)
-        op = backups.next_op()
-        entries = []
-        for rel, text in changes.items():
-            p = Path(workspace) / rel
-            before = sha256_file(p) if p.exists() else None
-            after = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            entries.append({"path": rel, "before": before, "after": after})
-        known = created_files(workspace)
-        diagnostic = [e["path"] for e in entries if e["path"] in known]  # warpgrad's own files, not the program
-        backups.save(op, entries, tool_name)
-        for rel, text in changes.items():
-            p = Path(workspace) / rel
-            mode = p.stat().st_mode & 0o7777 if p.exists() else None
-            p.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(p, text.encode("utf-8"), mode)
-        created = [e["path"] for e in entries if e["before"] is None]
-        if created:
-            c = created_files(workspace)
-            for e in entries:
-                if e["before"] is None:
-                    c[e["path"]] = e["after"]
-            _save_created(workspace, c)
-    payload = {
-        "paths": [e["path"] for e in entries],
-        "before": {e["path"]: e["before"] for e in entries},
-        "after": {e["path"]: e["after"] for e in entries},
-        "created": created,
-        "diagnostic": diagnostic,
-        "diff": diff,
-        "backup_op": op,
-        **(extra or {}),
-    }
-    rec = Ledger(workspace).append("patch", payload, tool=tool_name,
-                                   files={e["path"]: e["after"] for e in entries})
-    payload["seq"] = rec.seq
-    return payload
-
-
-class UndoResult(BaseModel):
-    """What `undo` restored."""
-
-    restored: list[str] = Field(default_factory=list, description="Files put back as they were before a patch.")
-    removed: list[str] = Field(default_factory=list, description="Files a patch had created, removed again.")
-    ops: list[str] = Field(default_factory=list, description="Backup operation ids undone, newest first.")
-    message: str = ""
-
-
-def undo(workspace: Path, *, all_patches: bool = False, force: bool = False) -> UndoResult:
-    """Restore the files of the last patch (or of every patch, newest first) from `.warpgrad/backups/`.
-
-    A file that changed since the patch wrote it is not overwritten unless `force` is True: the change
-    is someone's work. Each undone patch is recorded in the ledger (kind `undo`).
-
-    Raises:
-        ToolError: Nothing to undo, or a file changed since the patch.
-    """
-    workspace = Path(workspace)
-    result = UndoResult()
-    with _state_lock(workspace):
-        backups = _Backups(workspace)
-        todo = [e for e in reversed(backups.entries()) if not e["undone"]]
-        if not todo:
-            raise ToolError("nothing to undo: no patch recorded in .warpgrad/backups/ that is not undone already")
-        if not all_patches:
-            todo = todo[:1]
-        for e in todo:
-            changed = []
-            for f in e["files"]:
-                p = workspace / f["path"]
-                now = sha256_file(p) if p.exists() else None
-                if now != f["after"]:
-                    changed.append(f["path"])
-            if changed and not force:
-                raise ToolError(f"{', '.join(changed)} changed after patch {e['op']} wrote it; undo would lose "
-                                f"that change. Restored so far: {', '.join(result.restored) or 'nothing'}. "
-                                "Use --force to restore anyway")
-            for f in e["files"]:
-                p = workspace / f["path"]
-                if f["before"] is None:
-                    if p.exists():
-                        p.unlink()  # the patch created it, so removing it deletes nothing of the user's
-                    result.removed.append(f["path"])
-                else:
-                    src = backups.dir / e["op"] / f["path"]
-                    _atomic_write(p, src.read_bytes(), src.stat().st_mode & 0o7777)
-                    result.restored.append(f["path"])
-            backups.mark_undone(e["op"])
-            result.ops.append(e["op"])
-            Ledger(workspace).append("undo", {
-                "backup_op": e["op"], "paths": [f["path"] for f in e["files"]],
-                "after": {f["path"]: f["before"] for f in e["files"]},
-            }, tool="undo", files={f["path"]: f["before"] for f in e["files"] if f["before"]})
-    result.message = f"undid {len(result.ops)} patch(es)"
-    return result
 
 
 def unified_diff(rel: str, old: str, new: str, *, new_file: bool = False) -> str:
@@ -562,13 +315,17 @@ class SearchCodeResult(BaseModel):
 def search_code(args: SearchCodeArgs, workspace: Path) -> SearchCodeResult:
     """Search the workspace's text files for a string or regex; returns matching lines with their numbers.
 
-    Results are bounded: past `max_results` the search stops and asks for a narrower query.
+    Results are bounded: past `max_results` the search stops and asks for a narrower query; a regex
+    that runs past a few seconds is stopped with an error.
     """
-    flags = 0 if args.case_sensitive else re.IGNORECASE
+    # The `regex` engine, not `re`: its matches take a timeout, so a pattern with catastrophic
+    # backtracking (`(a|aa)+$`) costs at most SEARCH_TIMEOUT_S instead of freezing the caller.
+    flags = regex.VERSION0 | (0 if args.case_sensitive else regex.IGNORECASE)
     try:
-        rx = re.compile(args.pattern if args.regex else re.escape(args.pattern), flags)
-    except re.error as e:
+        rx = regex.compile(args.pattern if args.regex else regex.escape(args.pattern), flags)
+    except regex.error as e:
         raise ToolError(f"bad regular expression {args.pattern!r}: {e}; fix it or pass regex=false") from None
+    deadline = time.monotonic() + SEARCH_TIMEOUT_S
     hits: list[SearchHit] = []
     for p in iter_files(workspace, args.glob):
         if p.stat().st_size > MAX_FILE_BYTES:
@@ -578,7 +335,16 @@ def search_code(args: SearchCodeArgs, workspace: Path) -> SearchCodeResult:
             continue
         text = data.decode("utf-8", errors="replace")
         for i, line in enumerate(text.splitlines(), 1):
-            if rx.search(line):
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                found = rx.search(line, timeout=left)
+            except TimeoutError:
+                raise ToolError(f"search stopped after {SEARCH_TIMEOUT_S:.0f} s at {rel_path(workspace, p)} line {i}: "
+                                "the pattern backtracks too much (nested repeats like `(a+)+` or `(a|aa)+`); "
+                                "simplify it, or narrow the search with glob") from None
+            if found:
                 if len(hits) == args.max_results:
                     return SearchCodeResult(
                         hits=hits, truncated=True,
@@ -596,7 +362,7 @@ def search_code(args: SearchCodeArgs, workspace: Path) -> SearchCodeResult:
 
 class WriteFileArgs(BaseModel):
     path: str = Field(description="Workspace-relative path of a NEW diagnostic file (probe, repro script).")
-    content: str = Field(description="The whole file content.")
+    content: str = Field(max_length=MAX_EDIT_CHARS, description="The whole file content.")
     purpose: str = Field("", description="One line saying what the file is for (shown in the report).")
 
 
@@ -616,17 +382,18 @@ def write_file(args: WriteFileArgs, workspace: Path) -> WriteFileResult:
     """
     p = resolve_path(workspace, args.path)
     rel = rel_path(workspace, p)
-    check_writable_new(workspace, p)
-    require_intact_ledger(workspace)
     if p.suffix == ".py" and (err := syntax_error(args.content, rel)):
         raise ToolError(f"not written: the content is not valid Python: {err}")
     data = args.content.encode("utf-8")
     sha = hashlib.sha256(data).hexdigest()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(p, data)
-    mark_created(workspace, rel, sha)
-    rec = Ledger(workspace).append("file", {"path": rel, "sha256": sha, "purpose": args.purpose},
-                                   tool="write_file", files={rel: sha})
+    with edit_lock(workspace):
+        check_writable_new(workspace, p)
+        require_intact_ledger(workspace)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(p, data, staging=tmp_dir(workspace))
+        mark_created(workspace, rel, sha)
+        rec = Ledger(workspace).append("file", {"path": rel, "sha256": sha, "purpose": args.purpose},
+                                       tool="write_file", files={rel: sha})
     return WriteFileResult(path=rel, sha256=sha, bytes=len(data), seq=rec.seq)
 
 
@@ -637,8 +404,9 @@ def write_file(args: WriteFileArgs, workspace: Path) -> WriteFileResult:
 
 class EditFileArgs(BaseModel):
     path: str = Field(description="Workspace-relative path of the file to change.")
-    old_text: str = Field(min_length=1, description="Exact text to replace, including indentation.")
-    new_text: str = Field(description="Replacement text.")
+    old_text: str = Field(min_length=1, max_length=MAX_EDIT_CHARS,
+                          description="Exact text to replace, including indentation.")
+    new_text: str = Field(max_length=MAX_EDIT_CHARS, description="Replacement text.")
     replace_all: bool = Field(False, description="Replace every occurrence instead of requiring exactly one.")
     reason: str = Field("", description="Why this change fixes the gradient (recorded with the patch).")
 
@@ -661,6 +429,11 @@ def edit_file(args: EditFileArgs, workspace: Path) -> PatchResult:
     """
     p = resolve_path(workspace, args.path)
     rel = rel_path(workspace, p)
+    with edit_lock(workspace):  # from the read to the ledger record: a concurrent edit waits, none is lost
+        return _edit_locked(args, workspace, p, rel)
+
+
+def _edit_locked(args: EditFileArgs, workspace: Path, p: Path, rel: str) -> PatchResult:
     old = _read_text(p, rel)
     n = old.count(args.old_text)
     if n == 0:
@@ -697,13 +470,19 @@ def _closest_hint(text: str, sub: str) -> str:
 
 
 def _commit(workspace: Path, files: dict[str, tuple[str, str, bool]], tool_name: str, reason: str) -> PatchResult:
-    """Syntax-check every new text, then back up, write and record them as one patch."""
+    """Syntax-check every new text, then back up, write and record them as one patch (under `edit_lock`)."""
+    for rel, (_, new, _) in files.items():
+        if len(new.encode("utf-8")) > MAX_FILE_BYTES:
+            raise ToolError(f"refused: {rel} would be {len(new.encode('utf-8'))} bytes after the edit, more than "
+                            f"{MAX_FILE_BYTES}; warpgrad edits source files with small fixes")
     errors = [e for rel, (_, new, _) in files.items() if rel.endswith(".py") and (e := syntax_error(new, rel))]
     if errors:
         raise ToolError("refused: the edit breaks Python syntax, the file is unchanged: " + "; ".join(errors))
     diff = "".join(unified_diff(rel, old, new, new_file=created) for rel, (old, new, created) in files.items())
+    expected = {rel: None if created else hashlib.sha256(old.encode("utf-8")).hexdigest()
+                for rel, (old, _, created) in files.items()}
     payload = apply_changes(workspace, {rel: new for rel, (_, new, _) in files.items()}, tool_name, diff,
-                            {"reason": reason} if reason else None)
+                            {"reason": reason} if reason else None, expected=expected)
     return PatchResult(paths=payload["paths"], diff=diff, before=payload["before"], after=payload["after"],
                        backup_op=payload["backup_op"], seq=payload["seq"])
 
@@ -842,7 +621,8 @@ def _find_block(src: list[str], block: list[str], want: int, lo: int) -> int | N
 
 
 class ApplyPatchArgs(BaseModel):
-    diff: str = Field(description="A unified diff ('--- a/path', '+++ b/path', @@ hunks) of workspace files.")
+    diff: str = Field(max_length=MAX_EDIT_CHARS,
+                      description="A unified diff ('--- a/path', '+++ b/path', @@ hunks) of workspace files.")
     reason: str = Field("", description="Why this change fixes the gradient (recorded with the patch).")
 
 
@@ -853,8 +633,14 @@ def apply_patch(args: ApplyPatchArgs, workspace: Path) -> PatchResult:
     Every file is backed up first; hunk context must match the file exactly. A patch that would break
     Python syntax is refused and no file changes. It can create new files (from /dev/null) but not delete.
     """
+    patches = parse_unified_diff(args.diff)
+    with edit_lock(workspace):
+        return _apply_locked(patches, args, workspace)
+
+
+def _apply_locked(patches: list[_FilePatch], args: ApplyPatchArgs, workspace: Path) -> PatchResult:
     changes: dict[str, tuple[str, str, bool]] = {}
-    for fp in parse_unified_diff(args.diff):
+    for fp in patches:
         if fp.new_path is None:
             raise ToolError(f"the diff deletes {fp.old_path}: warpgrad never deletes a user's file")
         if fp.old_path is not None and fp.old_path != fp.new_path:
@@ -871,3 +657,8 @@ def apply_patch(args: ApplyPatchArgs, workspace: Path) -> PatchResult:
             old, created = _read_text(p, rel), False
         changes[rel] = (old, apply_hunks(old, fp.hunks, rel), created)
     return _commit(workspace, changes, "apply_patch", args.reason)
+
+
+def _atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """`atomic_write` for callers outside this module that stage next to the target (kept for them)."""
+    atomic_write(path, data, mode)

@@ -1,0 +1,237 @@
+"""User code runs in a sandbox: the whole tree dies at the timeout, no secrets in, none out.
+
+Each test that runs code runs under both isolations: bubblewrap and the subreaper launcher alone.
+CI installs bubblewrap (.ci/run); there a bwrap that cannot run is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from warpgrad.tools.ledger import Ledger
+from warpgrad.tools.run_script import RunScriptArgs, run_script
+from warpgrad.tools.runner import run_harness, run_process
+from warpgrad.tools.sandbox import (
+    SandboxPolicy,
+    bwrap_argv,
+    child_env,
+    detect_isolation,
+    gpu_devices,
+    redact,
+)
+
+BWRAP_OK = detect_isolation("auto").isolation == "bwrap"
+
+
+def _need_bwrap() -> None:
+    if BWRAP_OK:
+        return
+    if os.environ.get("CI"):
+        pytest.fail("bwrap must be usable in CI (.ci/run installs bubblewrap): " + detect_isolation("auto").reason)
+    pytest.skip("bwrap unusable here: " + detect_isolation("auto").reason)
+
+
+@pytest.fixture(params=["bwrap", "subreaper"])
+def isolation(request, monkeypatch):
+    if request.param == "bwrap":
+        _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", request.param)
+    return request.param
+
+
+def _alive(marker: str) -> list[int]:
+    """Pids of processes whose command line holds `marker`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "cmdline").read_bytes():
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+def _run(ws: Path, body: str, **kw):
+    (ws / "s.py").write_text(body, encoding="utf-8")
+    return run_script(RunScriptArgs(script="s.py", record=kw.pop("record", False), **kw), ws)
+
+
+def test_a_child_started_in_a_new_session_dies_with_the_run(tmp_path, isolation):
+    marker = "61.0123"
+    r = _run(tmp_path, f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+             "print('started')\n", timeout_s=10)
+    assert r.ok and "started" in r.stdout_tail
+    assert r.wall_s < 8, r.wall_s  # was 61 s: the detached sleep held the run open
+    assert _alive(marker) == []
+
+
+def test_a_double_fork_is_killed_at_the_timeout(tmp_path, isolation):
+    marker = "62.0456"
+    body = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execvp('sleep', ['sleep', '{marker}'])\n"
+        "    os._exit(0)\n"
+        "time.sleep(60)\n"
+    )
+    t0 = time.monotonic()
+    r = _run(tmp_path, body, timeout_s=2)
+    assert r.timed_out and r.error.kind == "timeout"
+    assert time.monotonic() - t0 < 15
+    assert _alive(marker) == []
+
+
+def test_run_process_kills_detached_descendants_of_any_command(tmp_path):
+    marker = "63.0789"
+    script = f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+    r = run_process([sys.executable, "-c", script], cwd=tmp_path, timeout_s=10)
+    assert r.ok and r.isolation == "subreaper" and r.wall_s < 8
+    assert _alive(marker) == []
+
+
+def test_user_code_sees_no_secrets_and_what_it_prints_is_redacted_before_the_ledger(tmp_path, isolation,
+                                                                                    monkeypatch):
+    key = "sk-ant-api03-" + "x7" * 20
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-0123456789")
+    monkeypatch.setenv("WARP_SOMETHING", "kept")
+    (tmp_path / "leak.txt").write_text(f"{key}\ntok-0123456789\n", encoding="utf-8")
+    body = ("import os, sys\nprint(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k))\n"
+            "print('warp var', os.environ.get('WARP_SOMETHING'))\n"
+            "print(open('leak.txt').read())\nsys.stderr.write(open('leak.txt').read())\n"
+            "raise RuntimeError(open('leak.txt').read())\n")
+    r = _run(tmp_path, body, record=True)
+    assert "[]" in r.stdout_tail and "warp var kept" in r.stdout_tail
+    assert "[REDACTED]" in r.stdout_tail and "[REDACTED]" in r.stderr_tail
+    ledger = (tmp_path / ".warpgrad" / "ledger.jsonl").read_text(encoding="utf-8")
+    assert key not in ledger and "tok-0123456789" not in ledger and "x7x7x7" not in ledger
+    assert Ledger(tmp_path).verify().ok
+
+
+def test_the_environment_is_an_allow_list():
+    env = child_env({"PATH": "/bin", "HOME": "/h", "AWS_SECRET_ACCESS_KEY": "a", "WARP_API_KEY": "b",
+                     "ANTHROPIC_BASE_URL": "c", "GH_TOKEN": "d", "DB_PASSWORD": "e", "RANDOM_VAR": "f",
+                     "LC_ALL": "C", "CUDA_VISIBLE_DEVICES": "0"})
+    assert env == {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C", "CUDA_VISIBLE_DEVICES": "0"}
+    with pytest.raises(ValueError, match="secret"):
+        child_env({}, {"X_TOKEN": "t"})
+    asked = child_env({"WARPGRAD_PASS_ENV": "DATA_DIR, GH_TOKEN", "DATA_DIR": "/d", "GH_TOKEN": "t", "OTHER": "o"})
+    assert asked == {"WARPGRAD_PASS_ENV": "DATA_DIR, GH_TOKEN", "DATA_DIR": "/d"}
+    assert redact("a sk-ant-abcdefghijk b ghp_" + "a" * 36 + " c", []) == "a [REDACTED] b [REDACTED] c"
+    assert redact("value hunter22 here", ["hunter22"]) == "value [REDACTED] here"
+
+
+def test_under_bwrap_the_root_is_read_only_the_network_is_gone_and_the_kernel_cache_is_writable(tmp_path,
+                                                                                               monkeypatch):
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    outside = tmp_path.parent / f"outside-{tmp_path.name}"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    body = (
+        "import json, os, socket, tempfile\n"
+        "out = {}\n"
+        f"for name, path in [('outside', {str(outside)!r}), ('etc', '/etc/wg-test'), "
+        f"('cache', os.path.join({str(cache)!r}, 'probe')), ('ws', 'here.txt'), "
+        "('tmp', os.path.join(tempfile.gettempdir(), 'x'))]:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        out[name] = 'ok'\n"
+        "    except OSError as e:\n"
+        "        out[name] = e.strerror\n"
+        "out['ifaces'] = sorted(n for _, n in socket.if_nameindex())\n"
+        "out['pid'] = os.getpid()\n"
+        "print(json.dumps(out))\n"
+    )
+    r = _run(ws, body)
+    assert r.ok, r.error
+    out = json.loads(r.stdout_tail.strip().splitlines()[-1])
+    assert out["outside"] == "Read-only file system" and out["etc"] == "Read-only file system"
+    assert out["cache"] == out["ws"] == out["tmp"] == "ok"
+    assert out["ifaces"] == ["lo"]
+    assert out["pid"] < 10  # a fresh PID namespace
+    assert not outside.exists() and (ws / "here.txt").exists()
+    monkeypatch.setenv("WARPGRAD_SANDBOX_NETWORK", "1")
+    r = _run(ws, body)
+    assert json.loads(r.stdout_tail.strip().splitlines()[-1])["ifaces"] != ["lo"]
+
+
+def test_the_bwrap_command_line_binds_gpu_devices_and_keeps_the_network_only_when_asked(tmp_path):
+    dev = tmp_path / "dev"
+    (dev / "nvidia-caps").mkdir(parents=True)
+    for name in ("nvidia0", "nvidiactl", "nvidia-uvm", "dxg", "sda"):
+        (dev / name).touch()
+    found = gpu_devices(dev)
+    assert [p.name for p in found] == ["nvidia-caps", "nvidia-uvm", "nvidia0", "nvidiactl", "dxg"]
+    ws, cache = tmp_path / "ws", tmp_path / "cache"
+    argv = bwrap_argv(SandboxPolicy(workspace=ws, writable=[cache], devices=found), ["python", "x.py"], cwd=ws)
+    pairs = list(zip(argv, argv[1:], argv[2:]))
+    for d in found:
+        assert ("--dev-bind", str(d), str(d)) in pairs
+    assert ("--bind", str(ws), str(ws)) in pairs and ("--bind", str(cache), str(cache)) in pairs
+    assert argv[:5] == ["bwrap", "--ro-bind", "/", "/", "--dev"]
+    assert argv.index("--dev-bind") > argv.index("--dev")  # device binds go on top of the fresh /dev
+    assert {"--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"} <= set(argv)
+    assert argv[-3:] == ["--", "python", "x.py"]
+    networked = bwrap_argv(SandboxPolicy(workspace=ws, network=True), ["true"], cwd=ws)
+    assert "--unshare-net" not in networked and "--unshare-pid" in networked
+
+
+def test_a_crash_and_an_exit_code_come_through_bwrap_unchanged(tmp_path, isolation):
+    r = _run(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert r.error.kind == "crashed" and r.signal == "SIGSEGV"
+    r = _run(tmp_path, "import sys\nsys.exit(3)\n")
+    assert r.error.kind == "exit_code" and "3" in r.error.message
+
+
+def test_the_harness_writes_into_the_outdirs_its_config_names_and_their_stderr_files_are_redacted(
+        tmp_path, isolation, monkeypatch):
+    import shutil
+    import tempfile
+
+    key = "sk-ant-api03-" + "q9" * 20
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    (tmp_path / "key.txt").write_text(key, encoding="utf-8")
+    out = Path(tempfile.mkdtemp(prefix="warpgrad-test-out-"))
+    try:
+        err = out / "stderr.txt"
+        # A batch evaluation's stderr goes to a file in its outdir, which the FD engine reads back.
+        (tmp_path / "s.py").write_text(f"open({str(err)!r}, 'w').write('leaked ' + open('key.txt').read())\n",
+                                       encoding="utf-8")
+        cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "args": [],
+               "device": "cpu", "outdir": str(out), "stderr": str(err)}
+        o = run_harness(cfg, cwd=tmp_path, timeout_s=60, device="cpu")
+        assert o.data is not None, o.error
+        assert o.process.isolation == isolation and o.data["status"]
+        assert err.read_text(encoding="utf-8") == "leaked [REDACTED]"
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_bwrap_required_but_unusable_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
+    r = run_process([sys.executable, "-c", "pass"], cwd=tmp_path, sandbox=SandboxPolicy(workspace=tmp_path))
+    assert r.returncode == 127 and "bwrap isolation was required" in r.stderr_tail
+
+
+def test_doctor_says_which_isolation_runs_get_and_proves_it_with_a_run(tmp_path, isolation, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-doctor-check-0000")
+    r = subprocess.run([sys.executable, "-m", "warpgrad", "doctor", "--json", "--workspace", str(tmp_path)],
+                       capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["isolation"]["isolation"] == isolation and report["live_check"] == "ok"
+    assert "ANTHROPIC_API_KEY" in report["withheld_env"] and "sk-ant-doctor" not in r.stdout

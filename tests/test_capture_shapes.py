@@ -109,3 +109,13 @@ def test_the_parameter_change_shows_which_gradient_a_plain_step_applied(tmp_path
 def test_a_plain_host_step_is_cross_checked_against_the_consumed_gradient(tmp_path):
     r = _check(tmp_path, "rebuild_each_iter")
     assert any("plain step along the consumed gradient" in n for n in r.notes), r.notes
+
+
+@pytest.mark.parametrize(("args", "passed"), [((), False), (("--log-only",), True)])
+def test_a_parameter_read_by_an_untaped_kernel_before_the_tape_is_perturbed_there(tmp_path, args, passed):
+    # The perturbation goes in before the parameter's first use of any kind, so FD sees the path through the
+    # untaped kernel that AD misses; when that path only feeds a log, the gradient is right.
+    r = _check(tmp_path, "untaped_param_kernel", *args)
+    assert r.passed is passed, (r.signature, r.explanation, r.notes)
+    if not passed:
+        assert r.params[0].role.startswith("untaped:")

@@ -235,3 +235,21 @@ def test_doctor_says_which_isolation_runs_get_and_proves_it_with_a_run(tmp_path,
     report = json.loads(r.stdout)
     assert report["isolation"]["isolation"] == isolation and report["live_check"] == "ok"
     assert "ANTHROPIC_API_KEY" in report["withheld_env"] and "sk-ant-doctor" not in r.stdout
+
+
+def test_the_ledger_signing_key_is_unreadable_to_user_code_under_bwrap(tmp_path, monkeypatch):
+    # A script that could read the key could sign forged records: bwrap hides its folder, and the folder's
+    # location is not passed in the environment.
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    from warpgrad.tools.keys import key_dir
+    from warpgrad.tools.ledger import load_key
+
+    load_key(create=True)
+    key_file = next(key_dir().iterdir())
+    body = (f"import os\nprint('env', os.environ.get('WARPGRAD_KEY_DIR'))\n"
+            f"try:\n    open({str(key_file)!r}, 'rb').read()\n    print('READ THE KEY')\n"
+            f"except OSError as e:\n    print('refused', type(e).__name__)\n")
+    r = _run(tmp_path, body)
+    assert "refused" in r.stdout_tail and "READ THE KEY" not in r.stdout_tail, r.stdout_tail
+    assert "env None" in r.stdout_tail

@@ -341,6 +341,13 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
         ev = _Evaluator(args, workspace, script, base_cfg, tmp, cap["scheme"])
         factor, printed = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
         res.printed_vs_seeded = printed
+        seeds = cap.get("objective_seeds") or []
+        if factor is not None and not all("uniform seed" in sd for sd in seeds):
+            # A scalar loss passed to backward is the objective the user built; printing a multiple of it is
+            # cosmetic. Only an implied sum over hand-seeded terms takes its meaning from what is reported.
+            res.notes.append(f"the script prints {factor:.6g}× the loss it passes to backward; the check "
+                             "differences the loss passed to backward")
+            factor = None
         if printed == "different":
             res.notes.append("the loss the script prints is not the loss seeded into backward; the check differenced "
                              "the seeded one. If the printed quantity is the real objective, rerun with --objective "
@@ -475,7 +482,10 @@ def _failed(res: GradcheckResult, reason: str) -> tuple[GradcheckResult, None]:
 def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     """One verdict from the checks of a later and the first iteration: a definite failure at either is a
     failure (led by the failing one); `correct` only when both pass; otherwise no verdict, saying why."""
-    lead, other = (later, first) if later.passed is False or first.passed is not False else (first, later)
+    # The first failing iteration leads: there the parameters are as the user set them, before a bad step
+    # could wreck them (a later iteration may be far from anything FD can judge cleanly).
+    lead, other = (first, later) if first.passed is False or (first.passed is None and later.passed is True) \
+        else (later, first)
     lead.iterations = sorted({*later.iterations, *first.iterations})
     lead.evaluations = later.evaluations + first.evaluations
     lead.harness, lead.harness_id = later.harness, later.harness_id
@@ -485,10 +495,10 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     for n in other.notes:
         if n not in lead.notes:
             lead.notes.append(n)
-    if lead.passed is True and other.passed is None:
+    if lead.passed is None and other.passed is True:
         lead.passed, lead.signature = None, "inconclusive"
-        lead.reason = (f"iteration {lead.iteration} matches FD, but iteration {other.iteration} gave no verdict "
-                       f"({other.reason or other.signature}); a pass needs both")
+        lead.reason = (f"iteration {other.iteration} matches FD, but iteration {lead.iteration} gave no verdict "
+                       f"({lead.reason or lead.signature}); a pass needs both")
         lead.explanation = lead.reason
     lead.wall_s = max(later.wall_s, first.wall_s)
     return lead

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+from warpgrad.tools.keys import KEY_DIR_ENV, key_dir  # noqa: F401 - re-exported for callers
 from warpgrad.tools.registry import ToolError
 
 STATE_DIR = ".warpgrad"
@@ -53,17 +54,8 @@ HEAD_NAME = "ledger.head"
 LOCK_NAME = "ledger.lock"
 TORN_NAME = "ledger.torn"
 GENESIS = "0" * 64
-KEY_DIR_ENV = "WARPGRAD_KEY_DIR"
 KEY_NAME = "ledger.key"
 _UNSIGNED_FIELDS = {"hash", "sig", "key_id"}  # not part of the hashed body: the signature is over the hash
-
-
-def key_dir() -> Path:
-    """Where the signing key lives: `$WARPGRAD_KEY_DIR`, else the XDG state directory (never the workspace)."""
-    if os.environ.get(KEY_DIR_ENV):
-        return Path(os.environ[KEY_DIR_ENV])
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "warpgrad"
 
 
 def load_key(*, create: bool) -> bytes | None:

@@ -36,6 +36,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from warpgrad.tools.keys import KEY_DIR_ENV, key_dir
+
 SANDBOX_ENV = "WARPGRAD_SANDBOX"
 NETWORK_ENV = "WARPGRAD_SANDBOX_NETWORK"
 REAPER = Path(__file__).with_name("reaper.py")
@@ -157,6 +159,9 @@ def bwrap_argv(policy: SandboxPolicy, cmd: list[str], *, cwd: Path, bwrap: str =
         if real not in seen:
             seen.add(real)
             argv += ["--bind", real, real]
+    keys = key_dir().resolve()
+    if keys.is_dir() and not any(keys.is_relative_to(Path(d).resolve()) for d in [policy.workspace, *policy.writable]):
+        argv += ["--tmpfs", str(keys)]  # the ledger's signing key: unreadable to user code
     argv += ["--unshare-pid", "--unshare-ipc"]
     if not policy.network:
         argv.append("--unshare-net")
@@ -209,7 +214,8 @@ def child_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -
     """
     asked = {n.strip() for n in base.get(PASS_ENV, "").split(",") if n.strip()}
     env = {k: v for k, v in base.items()
-           if (k in ALLOWED_NAMES or k in asked or k.startswith(ALLOWED_PREFIXES)) and not is_secret_name(k)}
+           if (k in ALLOWED_NAMES or k in asked or k.startswith(ALLOWED_PREFIXES)) and not is_secret_name(k)
+           and k != KEY_DIR_ENV}
     for k, v in (extra or {}).items():
         if is_secret_name(k):
             raise ValueError(f"{k} looks like a secret; it is never passed to user code")

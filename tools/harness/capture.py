@@ -211,6 +211,8 @@ class _Iter:
         self.backward_calls = 0
         self.params: dict[int, dict[str, Any]] = {}  # id(owner) -> record
         self.owners: dict[int, Any] = {}
+        self.boundary_values: list[np.ndarray] = []  # non-uniform hand seeds, in order
+        self.perturb_at: dict[int, str] = {}  # id -> where FD perturbs it: its first use of any kind
         self.pre_backward: dict[int, tuple[Any, float]] = {}  # id -> (array, max |grad| before the first backward)
         self.named_objective: float | None = None
         self.nonfinite_loss = False
@@ -248,14 +250,19 @@ class CaptureListener(hooks.Listener):
         self.notes: list[str] = []
         self.stopped_at: str | None = None
         self.seed_arrays: list[Any] = []
+        self._last_boundary: list[np.ndarray] = []
         self.unseeded_backward = False
         # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
         self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
         self.updated: set[int] = set()  # parameters written by an update since the iteration's backward
         self.capturing = False
+        self.loose: dict[int, tuple[str, Any]] = {}  # uses outside the tape since the last update or backward
+        self.untaped_occ: dict[str, int] = {}
+        self.untaped_copy_occ = 0
+        self.host_read_occ = 0
         self.pending_uses: dict[int, str] = {}
         self.pending_arrays: dict[int, Any] = {}
-        self.history: dict[str, list[np.ndarray]] = {}  # consumed gradients of earlier iterations, by name
+        self.history: dict[str, list[tuple[int, np.ndarray]]] = {}  # (iteration, consumed gradient), by name
         self.graph_events: list[str] = []  # what was recorded into, or replayed from, a captured graph
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
@@ -310,14 +317,17 @@ class CaptureListener(hooks.Listener):
         rec = self._iter(self.iters, self.it)
         if rec is not None:
             for oid, role in uses.items():
-                rec.first_use.setdefault(oid, role)
+                if oid not in rec.first_use:
+                    rec.first_use[oid] = role
+                    loose = self.loose.get(oid)
+                    rec.perturb_at[oid] = loose[0] if loose is not None and loose[1] is arrays.get(oid) else role
 
     def _new_iteration(self) -> None:
         done = self.iters.get(self.it)
         if done is not None:
             for p in done.params.values():
                 g = np.sum(p["grads"], axis=0) if p.get("zeroed_between") else p["grads"][-1]
-                self.history.setdefault(p["name"], []).append(g)
+                self.history.setdefault(p["name"], []).append((done.index, g))
         self.it += 1
         self.phase = "forward"
         self.update_seen = False
@@ -339,6 +349,15 @@ class CaptureListener(hooks.Listener):
             for path, arr in hooks.iter_arrays(arg):
                 yield f"launch:{key}:{occ}:{idx}{'.' + path if path else ''}", arr
 
+    def _loose_use(self, role: str, arr) -> None:
+        """A use outside the tape (an untaped launch or copy reading it, a host read) before the iteration's
+        taped use: the perturbation must come before it too, or FD misses the paths AD misses as well."""
+        if self.mode == "fd" and role in self.perturb:
+            self._apply(role, arr)
+        seen = self.loose.get(id(arr))
+        if seen is None or seen[1] is not arr:
+            self.loose[id(arr)] = (role, arr)
+
     def _note_use(self, role: str, arr) -> None:
         if self.phase != "pending":
             self._crosscheck_rebuilt(role, arr)
@@ -355,6 +374,8 @@ class CaptureListener(hooks.Listener):
             rec = self._iter(table, i)
             if rec is not None and id(arr) not in rec.first_use:
                 rec.first_use[id(arr)] = role
+                loose = self.loose.get(id(arr))
+                rec.perturb_at[id(arr)] = loose[0] if loose is not None and loose[1] is arr else role
         if arr.grad is not None:
             self.grad_owner[id(arr.grad)] = arr
         if role in self.perturb and self.mode == "fd":
@@ -396,14 +417,22 @@ class CaptureListener(hooks.Listener):
                         self.leaf_candidates.setdefault(id(arr), arr)
         elif not call.in_optimizer:
             rec = self.iters.get(self.it)
-            for arg in call.args:
-                for _, arr in hooks.iter_arrays(arg):
+            written = _written_args(call.kernel)
+            key = call.kernel.key
+            occ = self.untaped_occ.get(key, 0)
+            self.untaped_occ[key] = occ + 1
+            for idx, arg in enumerate(call.args):
+                for path, arr in hooks.iter_arrays(arg):
                     owner = self._owner_of_grad(arr)
                     if owner is not None:
                         self._consume(owner, arr, "a launch outside the tape reads its .grad")
                         self.update_seen = self.update_seen or self.phase == "consuming"
+                        self.loose.clear()  # an update: uses before it belong to the iteration that ends here
                     elif self.phase == "consuming" and rec is not None and rec.owners.get(id(arr)) is arr:
                         self.update_seen = True
+                        self.loose.clear()
+                    elif idx < len(call.inputs) and (written is None or idx not in written):
+                        self._loose_use(f"untaped:{key}:{occ}:{idx}{'.' + path if path else ''}", arr)
 
     def before_copy(self, call: hooks.CopyCall) -> None:
         if call.in_backward:
@@ -418,6 +447,9 @@ class CaptureListener(hooks.Listener):
             owner = self._owner_of_grad(call.src) if isinstance(call.src, wp.array) else None
             if owner is not None:
                 self._consume(owner, call.src, "wp.copy from its .grad")
+            elif isinstance(call.src, wp.array):
+                self._loose_use(f"untaped-copy:{self.untaped_copy_occ}:src", call.src)
+                self.untaped_copy_occ += 1
             if isinstance(call.dest, wp.array):
                 self._param_written(call.dest)  # p.assign(...) / wp.copy(p, ...) outside the tape
 
@@ -468,8 +500,8 @@ class CaptureListener(hooks.Listener):
         # Successive gradients are often nearly parallel, so "which one" is read off the residual, not the
         # angle: the gradient the step really applied leaves only float rounding behind.
         r_consumed = residual(consumed)
-        older = [(k, old) for k, old in enumerate(reversed(self.history.get(p["name"], [])), start=1)
-                 if old.size == consumed.size]
+        older = [(rec.index - i, old) for i, old in self.history.get(p["name"], [])
+                 if i < rec.index and old.size == consumed.size]
         best = min(((residual(old.reshape(-1)), k, old) for k, old in older), default=None, key=lambda t: t[0])
         if best is not None and best[0] < 1e-3 and best[0] * 10 < r_consumed:
             r, k, old = best
@@ -506,6 +538,8 @@ class CaptureListener(hooks.Listener):
         written = {id(a) for a in written_arrays(tape)}
         pre_backward = [a for a in _tape_arrays(tape) if a.grad is not None and id(a) not in written
                         and (loss is None or a is not loss)]
+        self.loose.clear()  # after the pending uses are resolved: they may need their loose uses
+        self._last_boundary = []
         value, seeds = self._seeded_value(tape, loss, grads)
         if not self.leaf_names:
             # Named here, while the user's frames are alive: the ambiguity message lists them.
@@ -530,6 +564,7 @@ class CaptureListener(hooks.Listener):
             rec.backward_calls += 1
             rec.objective += value
             rec.seeds.extend(seeds)
+            rec.boundary_values.extend(self._last_boundary)
             rec.nonfinite_loss |= not np.isfinite(value)
         if self.param_names and not self.named_params:
             for n in self.param_names:
@@ -566,6 +601,8 @@ class CaptureListener(hooks.Listener):
                 sv = _np(seed).astype(np.float64)
                 total += float(np.sum(_np(arr).astype(np.float64) * sv))
                 seeds.append(f"grads={{{name_of(arr) or 'array'}: {_seed_kind(sv)}}}")
+                if _seed_kind(sv) == "boundary seed":
+                    self._last_boundary.append(sv.copy())
                 self.seed_arrays.append(arr)
             return total, seeds
         # Seeded by hand (`x.grad.fill_(1)`, `.grad.assign(...)`): the seeds are the nonzero grads of
@@ -581,6 +618,8 @@ class CaptureListener(hooks.Listener):
                 self.leaf_candidates.pop(id(arr), None)
                 total += float(np.sum(g * _np(arr).astype(np.float64)))
                 seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad ({_seed_kind(g)})")
+                if _seed_kind(g) == "boundary seed":
+                    self._last_boundary.append(g.copy())
                 self.seed_arrays.append(arr)
         if not seeds:
             self.notes.append("tape.backward() was called with no loss, no grads= and no nonzero seed gradient")
@@ -598,6 +637,11 @@ class CaptureListener(hooks.Listener):
 
     def grad_read(self, arr, how: str) -> None:
         owner = self._owner_of_grad(arr)
+        if owner is None:
+            # Maybe a host read of values (a use the perturbation must precede), maybe an early read of a
+            # .grad whose owner is not known yet: recorded as both, each matched later by object identity.
+            self._loose_use(f"host-read:{self.host_read_occ}", arr)
+            self.host_read_occ += 1
         rec = self.iters.get(self.it)
         fresh = (rec is not None and rec.backward_calls and self.phase != "pending"
                  and (owner is None or id(owner) not in self.updated))
@@ -629,6 +673,7 @@ class CaptureListener(hooks.Listener):
         if id(arr) in rec.params:
             self.phase = "consuming"
             self.update_seen = True
+            self.loose.clear()
 
     def optimizer_step(self, opt, grads) -> None:
         params = list(getattr(opt, "params", None) or [])
@@ -637,6 +682,7 @@ class CaptureListener(hooks.Listener):
                 self._consume(p, g, f"{type(opt).__name__}.step")
         if self.phase == "consuming":
             self.update_seen = True
+            self.loose.clear()
 
     def _consume(self, owner, grad, how: str) -> None:
         rec = self.iters.get(self.it)
@@ -671,6 +717,20 @@ class CaptureListener(hooks.Listener):
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             self.notes.append(f"--objective {self.objective_name}: not found in the script's frames ({e})")
             return None
+
+    def _handed_over(self, table: dict[int, _Iter]) -> list[str]:
+        """Non-uniform hand seeds that are adjoints handed from one backward to another (checkpointing), not a
+        fixed weighting of the terms: a weighting repeats unchanged in every iteration, a handed-over adjoint
+        changes with the parameters. With a single iteration to compare, it cannot be told apart: handed over."""
+        recs = [r for r in table.values() if r.backward_calls]
+        seqs = [r.boundary_values for r in recs]
+        if not any(seqs):
+            return []
+        fixed = len(recs) >= 2 and all(len(q) == len(seqs[0]) for q in seqs) and all(
+            a.shape == b.shape and np.array_equal(a, b) for q in seqs[1:] for a, b in zip(seqs[0], q))
+        if fixed:
+            return []
+        return sorted({sd for r in recs for sd in r.seeds if "boundary seed" in sd})
 
     def _stale(self, rec: _Iter) -> dict[str, float]:
         """Consumed parameters whose own buffer held a gradient before this iteration's backward added to it."""
@@ -733,7 +793,7 @@ class CaptureListener(hooks.Listener):
             "scheme": scheme,
             "iterations_seen": seen,
             "other_iterations": others,
-            "boundary_seeds": sorted({sd for r in table.values() for sd in r.seeds if "(boundary seed)" in sd}),
+            "boundary_seeds": self._handed_over(table),
             "unseeded_backward": self.unseeded_backward,
             "graph_events": sorted(set(self.graph_events)),
             "seeded_trajectory": [table[i].objective for i in sorted(table) if table[i].backward_calls],
@@ -746,7 +806,7 @@ class CaptureListener(hooks.Listener):
     def _iteration_payload(self, rec: _Iter, prefix: str) -> dict[str, Any]:
         params = []
         for k, (oid, p) in enumerate(rec.params.items()):
-            role = rec.first_use.get(oid)
+            role = rec.perturb_at.get(oid, rec.first_use.get(oid))
             gpath, vpath = self.outdir / f"{prefix}grad_{k}.npy", self.outdir / f"{prefix}value_{k}.npy"
             reads = p.get("grads") or [p["grad"]]
             np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])

@@ -119,3 +119,20 @@ def test_a_parameter_read_by_an_untaped_kernel_before_the_tape_is_perturbed_ther
     assert r.passed is passed, (r.signature, r.explanation, r.notes)
     if not passed:
         assert r.params[0].role.startswith("untaped:")
+
+
+def test_a_scalar_loss_logged_as_a_mean_is_not_a_factor_bug(tmp_path):
+    # The loss passed to backward is the objective the user built; the log line's scale is cosmetic.
+    r = _check(tmp_path, "scalar_loss_printed_mean")
+    assert (r.passed, r.signature) == (True, "correct"), (r.signature, r.explanation)
+    assert any("prints 0.03125× the loss it passes to backward" in n for n in r.notes), r.notes
+
+
+def test_a_fixed_weighting_seeded_on_cost_terms_is_an_objective_not_a_handed_over_adjoint(tmp_path):
+    r = _check(tmp_path, "weighted_terms_seed")
+    assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.explanation)
+
+
+def test_a_wrong_small_lane_of_a_mixed_scale_vector_is_found(tmp_path):
+    r = _check(tmp_path, "mixed_scale_vec3", "--component-overwrite")
+    assert r.passed is False, (r.signature, r.explanation)

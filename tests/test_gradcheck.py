@@ -60,9 +60,13 @@ def test_a_host_side_update_through_a_new_array_each_iteration_is_followed(tmp_p
     assert r.params[0].name == "v" and "host read" in r.params[0].how
 
 
-def test_a_mean_reported_while_the_sum_is_seeded_is_an_exact_factor(tmp_path_factory):
+def test_a_scalar_loss_logged_as_its_mean_is_the_objective_and_the_scale_is_noted(tmp_path_factory):
+    # The loss passed to backward is the objective the user built; printing it divided by N is cosmetic
+    # (a hand seed on per-element terms is different: see test_capture_shapes, seeded_terms_mean).
     r = checked(tmp_path_factory, "mean_seeded_as_sum")
-    assert (r.passed, r.signature, r.factor) == (False, "exact_factor", 8.0)
+    assert (r.passed, r.signature, r.factor) == (True, "correct", None)
+    assert r.printed_vs_seeded == "factor"
+    assert any("prints 0.125× the loss it passes to backward" in n for n in r.notes), r.notes
 
 
 def test_the_stochastic_forward_is_reported_as_such_not_as_a_gradient_bug(tmp_path_factory):

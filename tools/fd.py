@@ -518,9 +518,11 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int, 
             [c for c in report.directions if c.ratio is not None]) >= 2 and (
             n_entries > len(report.directions) or _small_factor(report.ratio_mean)):
         # With no more entries than directions any gradient is "proportional": only a small clean factor
-        # (-1, 2, 1/2, ... 16) then says something (a sign, a double accumulation).
+        # (-1, 2, 1/2, ... 16) then says something (a sign, a double accumulation). Otherwise the factor must
+        # be clean too (an integer or 1/integer): a partial cut can look proportional at 0.978.
         f = _snap(report.ratio_mean)
-        if f != 1.0:
+        clean = f != report.ratio_mean or float(f).is_integer()
+        if f != 1.0 and clean:
             return "exact_factor", f, f"AD/FD = {report.ratio_mean:.6g} in every direction (spread {report.ratio_spread:.2%})"
     if report.elements:
         bad = [e for e in report.elements if not e.agree]

@@ -483,9 +483,14 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     """One verdict from the checks of a later and the first iteration: a definite failure at either is a
     failure (led by the failing one); `correct` only when both pass; otherwise no verdict, saying why."""
     # The first failing iteration leads: there the parameters are as the user set them, before a bad step
-    # could wreck them (a later iteration may be far from anything FD can judge cleanly).
-    lead, other = (first, later) if first.passed is False or (first.passed is None and later.passed is True) \
-        else (later, first)
+    # could wreck them (a later iteration may be far from anything FD can judge cleanly). When both fail and
+    # only one shows a pattern (`subtly_wrong` is the no-pattern class), the pattern leads.
+    if first.passed is False and later.passed is False and first.signature == "subtly_wrong" != later.signature:
+        lead, other = later, first
+    elif first.passed is False or (first.passed is None and later.passed is True):
+        lead, other = first, later
+    else:
+        lead, other = later, first
     lead.iterations = sorted({*later.iterations, *first.iterations})
     lead.evaluations = later.evaluations + first.evaluations
     lead.harness, lead.harness_id = later.harness, later.harness_id

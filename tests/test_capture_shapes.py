@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 
 pytestmark = pytest.mark.warp

@@ -1,7 +1,6 @@
 """The FD engine's own safeguards, on objectives written in numpy (the engine never imports Warp)."""
 
 import numpy as np
-
 from warpgrad.tools import fd
 
 

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from programs import write_program
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 

@@ -3,7 +3,6 @@
 import textwrap
 
 import pytest
-
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 
 pytestmark = pytest.mark.warp
@@ -119,3 +118,11 @@ def test_a_nondeterministic_probe_is_reported_as_such(tmp_path):
     ws = workspace(tmp_path, probe(False, loss_expr="float(l.numpy()[0]) + __import__('random').random()"))
     r = check(GradcheckArgs(probe="probe.py", record=False), ws)
     assert r.signature == "inconclusive" and "not deterministic" in r.reason
+
+
+def test_a_probe_is_partial_evidence_unless_declared_the_users_objective(tmp_path):
+    ws = workspace(tmp_path, probe(pingpong=False))
+    plain = check(GradcheckArgs(probe="probe.py", record=False), ws)
+    declared = check(GradcheckArgs(probe="probe.py", record=False, declared_objective=True), ws)
+    assert (plain.objective_kind, declared.objective_kind) == ("probe", "probe_declared")
+    assert declared.harness["declared_objective"] is True and declared.harness_id != plain.harness_id

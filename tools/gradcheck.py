@@ -594,9 +594,11 @@ def check_probe(args: GradcheckArgs, workspace: Path, probe: Path, script: Path 
 
     t0 = time.monotonic()
     rel = rel_path(workspace, probe)
-    res = GradcheckResult(ok=False, mode="probe", probe=rel, script=rel_path(workspace, script) if script else None)
+    res = GradcheckResult(ok=False, mode="probe", probe=rel, script=rel_path(workspace, script) if script else None,
+                          objective_kind="probe_declared" if args.declared_objective else "probe")
     digest = hashlib.sha256(probe.read_bytes()).hexdigest()
     spec = {"mode": "probe", "probe": rel, "probe_sha256": digest, "params": sorted(args.params),
+            "declared_objective": args.declared_objective,
             "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
     res.harness, res.harness_id = spec, _harness_id(spec)
     cfg = {"mode": "probe", "workspace": str(workspace), "script": str(script) if script else None, "device": args.device,

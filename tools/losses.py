@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-
 from typing import Annotated
 
 from pydantic import BaseModel, WithJsonSchema

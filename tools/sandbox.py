@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
-
 from warpgrad.tools.keys import KEY_DIR_ENV, key_dir
 
 SANDBOX_ENV = "WARPGRAD_SANDBOX"

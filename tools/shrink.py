@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.losses import JsonFloat
 from warpgrad.tools.ledger import Ledger
+from warpgrad.tools.losses import JsonFloat
 from warpgrad.tools.registry import ToolError, tool
 from warpgrad.tools.workspace import (
     _atomic_write,

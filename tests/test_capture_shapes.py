@@ -135,3 +135,12 @@ def test_a_fixed_weighting_seeded_on_cost_terms_is_an_objective_not_a_handed_ove
 def test_a_wrong_small_lane_of_a_mixed_scale_vector_is_found(tmp_path):
     r = _check(tmp_path, "mixed_scale_vec3", "--component-overwrite")
     assert r.passed is False, (r.signature, r.explanation)
+
+
+def test_an_objective_the_perturbation_never_reaches_is_named_as_such_not_as_a_staircase(tmp_path):
+    # `dt` is a constant of the script: differencing it can only give exactly 0 at every step.
+    shutil.copy(SHAPES / "rebuild_each_iter.py", tmp_path / "train.py")
+    r = check(GradcheckArgs(script="train.py", objective="dt", record=False), tmp_path)
+    assert r.passed is None and r.perturbation_unreached, (r.signature, r.reason)
+    assert "never reached" in r.reason and "piecewise" not in r.reason
+    assert r.objective_kind == "partial"

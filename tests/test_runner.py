@@ -95,3 +95,18 @@ def test_run_process_reports_a_missing_executable(tmp_path):
     assert r.returncode == 127 and "could not start" in r.stderr_tail
     r = run_process([sys.executable, "-c", "print('ok')"], cwd=tmp_path)
     assert r.ok and r.stdout_tail.strip() == "ok"
+
+
+def test_a_diverging_run_validates_against_the_schema_it_advertises(tmp_path):
+    # NaN/inf losses travel as null in JSON: the advertised output schema must allow that, or a strict MCP
+    # client rejects the one result that shows the divergence.
+    import json
+
+    import jsonschema
+
+    from warpgrad.tools.run_script import RunScriptResult
+
+    r = run(tmp_path, "for i, v in enumerate([1.0, 3.5, float('inf'), float('nan')]):\n    print(f'iter {i} loss {v}')\n")
+    payload = json.loads(r.model_dump_json())
+    assert payload["loss_trajectory"][:2] == [1.0, 3.5] and payload["loss_trajectory"][2:] == [None, None]
+    jsonschema.validate(payload, RunScriptResult.model_json_schema(mode="serialization"))

@@ -156,7 +156,7 @@ def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, arg
     if lst.get("log_level_lowered"):
         notes.append("the script set wp.config.log_level above LOG_WARNING, which hides tracker warnings; warpgrad "
                      "lowered it to LOG_WARNING for this run")
-    reused = sorted(set(lst.get("modules_tracked", [])) - set(data.get("compiled_modules", [])))
+    reused = lst.get("modules_reused", [])
     if reused:
         notes.append(f"tracker builds reused from the kernel cache (codegen and its checks ran again, the native "
                      f"compile did not): {', '.join(reused)}")

@@ -9,8 +9,10 @@ was itself built with the flag, from the same source.
 
 `install()` wraps `Module._compile` in the harness process of a tracker run: when the flag is on and
 the binary and its metadata for this module hash already exist, it runs the codegen window alone (flags
-set, warnings logged, exactly as a full build) and reports the module as cached; otherwise it builds as
-Warp would. Nothing changes for runs without the flag.
+set, warnings logged, exactly as a full build) and reports the module as compiled, which it is in every
+respect but the native step (so Warp does not run the adjoint build a second time for its metadata, which
+would log the within-kernel warnings twice); otherwise it builds as Warp would. The modules served this
+way are listed in `REUSED`. Nothing changes for runs without the flag.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import os
 from typing import Any
 
 _MARK = "_warpgrad_tracker_cache"
+REUSED: list[str] = []
+"""Modules whose tracker build came from the cache in this process (reported by the tracker listener)."""
 
 
 def install() -> bool:
@@ -49,7 +53,8 @@ def install() -> bool:
         # The codegen window as `_compile` runs it (same options, same target): it sets the argument
         # flags and logs the within-kernel warnings; its source is discarded (the binary is the cached one).
         self._run_codegen(options | {"output_arch": output_arch}, output_arch is None)
-        return False
+        REUSED.append(self.name)
+        return True
 
     setattr(_compile, _MARK, True)
     module_cls._compile = _compile

@@ -14,6 +14,10 @@ Run: `python bench/bench_mcp_session.py [--example examples/bouncing_chain/train
    copy right after; a call's overhead is the difference. The session total is compared with the sum of
    the script's own runs (one per call that runs it).
 
+3. `--leak N`: N calls (run_script and read_file alternating) on one server; the server's resident memory
+   (VmRSS, and its peak VmHWM, from /proc) after the first call and after the last. Each tool call runs in
+   a forked child, so the server itself should not grow with the number of calls.
+
 The machine's load moves every number, so the ratios come from one run.
 """
 
@@ -117,6 +121,43 @@ print(json.dumps(out))
 """
 
 
+def _server_memory_kib() -> dict[str, int]:
+    """VmRSS and VmHWM (KiB) of this process's child `warpgrad mcp` (the server the client spawned)."""
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(fields[1]) == me and b"mcp" in cmdline:
+            status = (stat.parent / "status").read_text()
+            return {k: int(line.split()[1]) for line in status.splitlines()
+                    for k in ("VmRSS", "VmHWM") if line.startswith(k + ":")}
+    raise SystemExit("the MCP server process was not found among this process's children")
+
+
+def leak(ws: Path, env: dict[str, str], script: str, n: int) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        async with Client(_params(ws, env), read_timeout_seconds=600) as client:
+            await client.list_tools()
+            first: dict[str, int] = {}
+            t = time.perf_counter()
+            for i in range(n):
+                call = (("run_script", {"script": script, "record": False}) if i % 2 == 0
+                        else ("read_file", {"path": script}))
+                r = await client.call_tool(*call)
+                if r.is_error:
+                    raise SystemExit(f"{call[0]} failed: {r.content[0].text[:300]}")
+                if i == 0:
+                    first = _server_memory_kib()
+            last = _server_memory_kib()
+            return {"calls": n, "wall_s": time.perf_counter() - t, "after_first_call_kib": first,
+                    "after_last_call_kib": last}
+
+    return anyio.run(go)
+
+
 def in_process(ws: Path, env: dict[str, str], calls: list[Call]) -> list[float]:
     """Each call's own work: `run_tool` in one process, no MCP, no fork per call."""
     p = subprocess.run([sys.executable, "-c", IN_PROCESS, str(ws), json.dumps([c.model_dump() for c in calls])],
@@ -137,6 +178,8 @@ def main() -> None:
     ap.add_argument("--example", default="examples/bouncing_chain/train.py")
     ap.add_argument("--startups", type=int, default=5)
     ap.add_argument("--skip-session", action="store_true", help="Measure the start-up only.")
+    ap.add_argument("--leak", type=int, default=0, help="Also make this many calls on one server and report its "
+                    "memory after the first and the last.")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "mcp_session.json")
     a = ap.parse_args()
     example = ROOT / a.example
@@ -173,6 +216,9 @@ def main() -> None:
             print(json.dumps({k: result[k] for k in ("script_s", "session_s", "own_work_s", "script_runs_sum_s",
                                                      "session_over_script_runs", "median_overhead_s",
                                                      "max_overhead_s")}))
+        if a.leak:
+            result["leak"] = leak(ws_own, env, entry, a.leak)
+            print(json.dumps(result["leak"]))
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
     finally:

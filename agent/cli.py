@@ -46,7 +46,26 @@ def command() -> click.Group:
     return group
 
 
+def _mcp_only() -> typer.Typer | None:
+    """`warpgrad mcp ...` alone: a host spawns it for every session and waits for `initialize`, so it skips
+    importing every other command's module (the registry, the gate, the evals) that the full tree needs."""
+    import sys
+
+    if sys.argv[1:2] != ["mcp"]:
+        return None
+    from warpgrad.agent.cmd_agent import mcp_cmd
+
+    mcp_app = typer.Typer(name="warpgrad", add_completion=False)
+    mcp_app.command(name="mcp")(mcp_cmd)
+    mcp_app.command(name="_unused", hidden=True)(lambda: None)  # two commands keep `mcp` a subcommand
+    return mcp_app
+
+
 def main() -> None:
+    fast = _mcp_only()
+    if fast is not None:
+        fast(prog_name="warpgrad")
+        return
     # The generated `tool` commands are plain click commands; typer's own runner does not handle the
     # exits click raises from inside them (--help, usage errors), so they are handled here.
     try:

@@ -8,6 +8,10 @@ and returns structured content; the skill is the prompt `warpgrad`; each referen
 Nothing but protocol reaches stdout: `mcp.server.stdio.stdio_server` points fd 1 at stderr while it
 serves (so stray prints, warnings and worker subprocesses' output land on stderr), and the tool
 modules are imported only after it has done so.
+
+Start-up is kept to what `initialize` needs (the MCP SDK and this module): the tool modules (numpy,
+the registry, every tool's models) load on the first request that needs them (`tools/list`, a tool
+call, the prompt or the rendered skill), so a host's handshake does not wait for them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import warpgrad
@@ -25,8 +29,9 @@ from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from warpgrad.agent import prompt
-from warpgrad.agent.context import agent_tools, render_skill_for, run_tool
-from warpgrad.tools.registry import ToolCrashed, ToolSpec, ToolTimeout, run_bounded
+
+if TYPE_CHECKING:
+    from warpgrad.tools.registry import ToolSpec
 
 SERVER_NAME = "warpgrad"
 PROMPT_NAME = prompt.SKILL_NAME
@@ -72,6 +77,9 @@ def _run_tool_bounded(
     process boundary as the same JSON the structured content is made of, never revalidated.
     """
 
+    from warpgrad.agent.context import run_tool
+    from warpgrad.tools.registry import ToolCrashed, run_bounded
+
     def call() -> tuple[str, bool, str | None]:
         output, is_error, result = run_tool(tools, name, raw, workspace)
         return output, is_error, None if result is None else result.model_dump_json()
@@ -85,14 +93,32 @@ def _run_tool_bounded(
 def build_server(
     workspace: Path, tools: dict[str, ToolSpec] | None = None, *, tool_timeout: float = TOOL_TIMEOUT
 ) -> Server:
-    """An MCP server over `tools` (default: the registry plus `read_reference`) for one workspace."""
+    """An MCP server over `tools` (default: the registry plus `read_reference`) for one workspace.
+
+    The default tools are loaded on the first request that needs them, not here (see the module doc).
+    """
     workspace = Path(workspace).resolve()
-    tools = agent_tools() if tools is None else tools
+    loaded: list[dict[str, ToolSpec]] = [] if tools is None else [tools]
+
+    def the_tools() -> dict[str, ToolSpec]:
+        if not loaded:
+            from warpgrad.agent.context import agent_tools
+
+            loaded.append(agent_tools())
+        return loaded[0]
+
+    def skill_text() -> str:
+        from warpgrad.agent.context import render_skill_for
+
+        return render_skill_for(the_tools())
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[mcp_tool(s) for s in tools.values()])
+        return types.ListToolsResult(tools=[mcp_tool(s) for s in the_tools().values()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        from warpgrad.tools.registry import ToolTimeout
+
+        tools = the_tools()
         spec, started = tools.get(params.name), time.monotonic()
 
         async def heartbeat() -> None:
@@ -158,7 +184,7 @@ def build_server(
             raise MCPError(
                 types.INVALID_PARAMS, f"unknown prompt {params.name!r}; the one prompt is {PROMPT_NAME!r}"
             )
-        text = render_skill_for(tools)
+        text = skill_text()
         script = (params.arguments or {}).get("script")
         if script:
             text += f"\n\nThe program to examine is `{script}` in the workspace {workspace}."
@@ -190,7 +216,7 @@ def build_server(
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
         if uri == SKILL_URI:
-            text = render_skill_for(tools)
+            text = skill_text()
         else:
             name = uri.removeprefix(REFERENCE_URI.format(""))
             if uri == name or name not in prompt.reference_names():
@@ -236,7 +262,7 @@ async def serve_stdio(workspace: Path, tool_timeout: float = TOOL_TIMEOUT) -> No
     from mcp.shared.message import SessionMessage
 
     async with stdio_server() as (read_stream, write_stream):
-        server = build_server(workspace, tool_timeout=tool_timeout)  # imports tools after fd 1 is diverted
+        server = build_server(workspace, tool_timeout=tool_timeout)  # tools load on first use, after fd 1 is diverted
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def screen() -> None:

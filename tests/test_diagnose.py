@@ -90,3 +90,15 @@ def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):
         json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()
     ]
     assert kinds == ["run", "gradcheck", "tracker", "diagnose"]
+
+
+def test_a_script_that_fails_after_the_checked_iteration_is_still_reported_blocked(tmp_path):
+    # The FD check, tracker and tape run alongside the plain run and stop at iteration 1, so they succeed
+    # here; only the plain run reaches the crash, and its verdict is the one reported.
+    path = write_program(tmp_path, "healthy_optim")
+    path.write_text(path.read_text(encoding="utf-8") + "raise RuntimeError('checkpoint folder missing')\n",
+                    encoding="utf-8")
+    r = run_diagnose(DiagnoseArgs(script="train.py", record=False), tmp_path)
+    assert not r.ok and r.blocked.startswith("script_raised") and "checkpoint folder missing" in r.blocked
+    assert r.gradcheck is None and r.tracker is None and r.hypotheses == []
+    assert len(r.run.loss_points) == 4  # the plain run trained to the end before it failed

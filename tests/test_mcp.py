@@ -340,3 +340,47 @@ def test_a_model_finishing_a_session_over_mcp_reads_the_report_from_finish(tmp_p
     assert "Workflow objective before -> after" in md and "final loss 8.0 -> 1.04" in md
     assert "every record signed with this machine's warpgrad key" in md
     assert peek.is_error  # the report is not readable through read_file: finish is how the model sees it
+
+
+STARTUP_PROBE = """
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from warpgrad.agent.mcp_server import build_server
+
+HEAVY = ("numpy", "warp", "warpgrad.tools.registry", "warpgrad.agent.context")
+
+
+async def go():
+    async with Client(build_server(Path(sys.argv[1]))) as client:  # entering runs `initialize`
+        at_init = [m for m in HEAVY if m in sys.modules]
+        names = [t.name for t in (await client.list_tools()).tools]
+        after_list = [m for m in HEAVY if m in sys.modules]
+    print(at_init, "gradcheck" in names, after_list)
+
+
+anyio.run(go)
+"""
+
+
+def test_initialize_imports_no_tool_module_and_the_first_tools_list_loads_them(tmp_path):
+    # A fresh interpreter: this test process has long imported everything.
+    p = subprocess.run([sys.executable, "-c", STARTUP_PROBE, str(tmp_path)], capture_output=True, text=True,
+                       timeout=120, check=True)
+    assert p.stdout.strip().splitlines()[-1] == (
+        "[] True ['numpy', 'warpgrad.tools.registry', 'warpgrad.agent.context']"
+    )
+
+
+def test_the_warpgrad_mcp_fast_path_keeps_the_command_line_of_the_full_tree(tmp_path):
+    launcher = str(Path(sys.executable).parent / "warpgrad")
+    helped = subprocess.run([launcher, "mcp", "--help"], capture_output=True, text=True, timeout=60, check=True)
+    assert "--workspace" in helped.stdout and "--print-config" in helped.stdout
+    config = subprocess.run([launcher, "mcp", "--workspace", str(tmp_path), "--print-config", "claude-code"],
+                            capture_output=True, text=True, timeout=60, check=True)
+    assert str(tmp_path) in config.stdout
+    bad = subprocess.run([launcher, "mcp", "--workspace", str(tmp_path / "missing")], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "is not a folder" in bad.stderr

@@ -174,3 +174,45 @@ def test_iterations_stops_the_run_after_that_many_training_iterations(runs):
     assert r.ok and r.backward_calls == 1
     across = next(rec for rec in r.records if rec.kind == "across_launches")
     assert across.count == 1
+
+
+@pytest.mark.warp
+def test_a_second_tracker_run_reuses_the_tracker_build_and_reports_the_same_overwrites(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARP_CACHE_PATH", str(tmp_path / "cache"))  # a cold cache: the first run must build
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _write(ws, "bug.py", True)
+    first, second = (run_tracker(ws, "bug.py", [], iterations=2) for _ in range(2))
+    assert first.ok and second.ok, (first.error, second.error)
+    assert not any("reused from the kernel cache" in n for n in first.notes)
+    assert any("reused from the kernel cache" in n and "__main__" in n for n in second.notes), second.notes
+    # The evidence comes from codegen, which ran again: the same records, and the within-kernel warning of
+    # the untaped `negate` was seen again (and set aside) in the reused build.
+    assert [r.model_dump() for r in second.records] == [r.model_dump() for r in first.records]
+    assert {r.kind for r in second.records} == {"across_launches", "copy"}
+    assert any("negate" in n for n in second.notes) and any("negate" in n for n in first.notes)
+    assert second.compiled_with_tracker and "__main__" in second.modules_compiled
+
+
+@pytest.mark.warp
+def test_a_taped_in_kernel_overwrite_is_reported_once_from_a_reused_build_too(tmp_path, monkeypatch):
+    from programs import HEADER
+
+    monkeypatch.setenv("WARP_CACHE_PATH", str(tmp_path / "cache"))
+    body = """
+v = wp.array(init_v(), dtype=float, requires_grad=True)
+x = wp.zeros(N, dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(step_inplace, N, inputs=[x, v, 0.1])
+    wp.launch(loss_k, N, inputs=[x, target], outputs=[loss])
+tape.backward(loss)
+"""
+    (tmp_path / "train.py").write_text(HEADER + body, encoding="utf-8")
+    first, second = (run_tracker(tmp_path, "train.py") for _ in range(2))
+    assert any("reused from the kernel cache" in n for n in second.notes), second.notes
+    for r in (first, second):
+        within = [(x.kernel, x.argument, x.line, x.count) for x in r.records if x.kind == "within_kernel"]
+        assert within == [("step_inplace", "x", within[0][2], 1)], r.records
+    assert [r.model_dump() for r in second.records] == [r.model_dump() for r in first.records]

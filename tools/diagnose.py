@@ -4,6 +4,7 @@
 2. the end-to-end FD check (capture) gives the signature;
 3. the overwrite tracker, parsed;
 4. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin;
+   (1-4 run side by side: none needs another's result);
 5. the quick-check rules over every workspace module the run imported;
 6. horizon bisection when the evidence is still ambiguous;
 7. the signature table ranks every finding; the report leads with the most likely cause.
@@ -343,22 +344,12 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         finally:
             res.timings[name] = round(time.monotonic() - t, 2)
 
-    run = stage("run", lambda: run_script_in(workspace, script, args.args, timeout_s=args.timeout_s, device=args.device))
-    res.run, res.files = run, run.files
-    res.trajectory = summarize(run.loss_points)
-    if ledger:
-        ledger.append("run", run, tool="diagnose")
-    if not run.ok:
-        res.blocked = f"{run.error.kind}: {run.error.message}"
-        if run.error.file and run.error.line:
-            res.blocked += f" ({run.error.file}:{run.error.line})"
-        res.summary = _summary(res)
-        res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
-        return res
-
-    # The tracker run (which rebuilds every module with the flag on) and the tape inspection do not depend
-    # on the FD check's verdict: they run alongside it. Both look at the iteration capture picks by default
-    # (the second) or the one asked for; per-launch gradcheck_tape always runs, cheap next to a run.
+    # Every stage that runs the script starts at once: the plain run (its loss trajectory, and whether the
+    # script runs at all), the FD check, the overwrite tracker and the tape inspection look at the same
+    # unchanged program and none depends on another's result. The plain run is the whole training, so for a
+    # long script the others finish inside it; on a script that cannot run they fail as fast as it does,
+    # and only the plain run's verdict (blocked) is reported. The tracker reuses its cached build
+    # (harness `tracker_cache`), so after the first call it costs about one short run.
     def timed(name: str, fn):
         def run_timed():
             t = time.monotonic()
@@ -372,15 +363,36 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         return inspect(workspace, script, args.args, iteration=iteration, timeout_s=args.timeout_s,
                        device=args.device, gradcheck_launches=True)
 
-    with ThreadPoolExecutor(2) as pool:
+    say("run")
+    with ThreadPoolExecutor(3) as pool:
+        run_future = pool.submit(timed("run", lambda: run_script_in(workspace, script, args.args,
+                                                                    timeout_s=args.timeout_s, device=args.device)))
         tracker_future = pool.submit(timed("tracker", lambda: run_tracker(
             workspace, script, args.args, iterations=(1 if args.iteration is None else args.iteration) + 1,
             timeout_s=args.timeout_s, device=args.device)))
         tape_future = pool.submit(timed("tape", lambda: tape_at(args.iteration)))
-        gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args, iteration=args.iteration,
-                                                             params=args.params, objective=args.objective,
-                                                             device=args.device, timeout_s=args.timeout_s, record=False),
-                                              workspace))
+        try:
+            gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args,
+                                                                 iteration=args.iteration, params=args.params,
+                                                                 objective=args.objective, device=args.device,
+                                                                 timeout_s=args.timeout_s, record=False), workspace))
+            gc_error = None
+        except Exception as e:  # noqa: BLE001 -- a script that cannot run is reported as blocked, not as this
+            gc, gc_error = None, e
+        run = run_future.result()
+        res.run, res.files = run, run.files
+        res.trajectory = summarize(run.loss_points)
+        if ledger:
+            ledger.append("run", run, tool="diagnose")
+        if not run.ok:
+            res.blocked = f"{run.error.kind}: {run.error.message}"
+            if run.error.file and run.error.line:
+                res.blocked += f" ({run.error.file}:{run.error.line})"
+            res.summary = _summary(res)
+            res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
+            return res  # the pool still waits for the other stages, which fail as the script does
+        if gc_error is not None:
+            raise gc_error
         say("tracker")
         res.tracker = tracker_future.result()
         say("tape")

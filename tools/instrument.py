@@ -1,8 +1,10 @@
 """`instrument`: run the script with Warp's overwrite tracker on and return its warnings as records.
 
 The tracker flag (`wp.config.verify_autograd_array_access`) is set by the harness before Warp builds any
-module, so every module of the run is compiled with tracking (and therefore compiled: modules built
-with the flag are never served from the kernel cache, warp-facts §2.4). Warnings are captured through
+module, so every module of the run goes through codegen with tracking. Warp itself never serves such a
+module from the kernel cache (warp-facts §2.4); the harness's `tracker_cache` reruns only the codegen
+(which sets the flags and logs the within-kernel warnings) and reuses the tracker binary a previous run
+built, so only the first tracker run of a module pays the native compile. Warnings are captured through
 Warp's logger and attributed to the user's launch and copy call sites by
 `warpgrad.tools.harness.tracker_listener`.
 """
@@ -51,8 +53,9 @@ class InstrumentResult(BaseModel):
     n_warnings: int = Field(0, description="Total tracker messages (repeats included).")
     other_warnings: list[str] = Field(default_factory=list, description="Other Warp warnings seen (e.g. disabled backward).")
     modules_compiled: list[str] = Field(default_factory=list, description="Modules built with the tracker flag on "
-                                        "during the run (never served from the cache), from Warp's log and the codegen "
-                                        "access flags of launched kernels.")
+                                        "during the run (codegen with tracking ran; the native binary may be a cached "
+                                        "tracker build), from Warp's log and the codegen access flags of launched "
+                                        "kernels.")
     compiled_with_tracker: bool = Field(False, description="At least one module was compiled while the flag was on, "
                                         "so in-kernel (codegen) checks ran.")
     taped_launches: int = Field(0, description="Launches recorded on a tape: across-launch tracking only covers these.")
@@ -153,6 +156,10 @@ def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, arg
     if lst.get("log_level_lowered"):
         notes.append("the script set wp.config.log_level above LOG_WARNING, which hides tracker warnings; warpgrad "
                      "lowered it to LOG_WARNING for this run")
+    reused = lst.get("modules_reused", [])
+    if reused:
+        notes.append(f"tracker builds reused from the kernel cache (codegen and its checks ran again, the native "
+                     f"compile did not): {', '.join(reused)}")
     untracked = sorted(set(lst.get("modules_launched", [])) - set(compiled))
     if run.error is None and not compiled:
         notes.append("no module was compiled during the run, so in-kernel (codegen) checks did not run")

@@ -186,6 +186,10 @@ def boot(cfg: dict[str, Any], log: WarpLog) -> None:
     if cfg.get("tracker"):
         # Must be set before any module is built: it changes codegen and the module hash.
         wp.config.verify_autograd_array_access = True
+        if cfg.get("tracker_cache", True):
+            from warpgrad.tools.harness import tracker_cache
+
+            tracker_cache.install()  # codegen again, reuse the cached tracker binary (no native recompile)
     if cfg.get("log_level") == "debug":
         wp.config.log_level = wp.LOG_DEBUG
     wp.set_logger(log)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from warpgrad.tools import tracker
-from warpgrad.tools.harness import hooks
+from warpgrad.tools.harness import hooks, tracker_cache
 from warpgrad.tools.harness.capture import name_of
 from warpgrad.tools.harness.hooks import safe as _safe
 
@@ -171,4 +171,5 @@ class TrackerListener(hooks.Listener):
             "log_level_lowered": self.log_level_lowered,
             "broken": getattr(self, "broken", None),
             "modules_tracked": sorted(m for m, t in self.modules.items() if t),
+            "modules_reused": sorted(set(tracker_cache.REUSED)),
         }

@@ -24,7 +24,7 @@ fdcheck = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fdcheck)
 
 try:
-    SUITE = load_suite()
+    SUITE = load_suite(SUITE_DIR)
     LOAD_ERROR = None
 except SuiteError as exc:  # reported by the first test instead of breaking collection of the whole file
     SUITE, LOAD_ERROR = None, exc

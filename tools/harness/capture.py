@@ -138,8 +138,11 @@ def _same_slot(a: str, b: str) -> bool:
     """Two roles name the same argument slot of the same kernel (or copy), whatever the occurrence count:
     `launch:k:3:1` and `launch:k:7:1` are both argument 1 of kernel k."""
     pa, pb = a.split(":"), b.split(":")
-    return len(pa) == len(pb) and pa[0] == pb[0] and pa[1] == pb[1] and pa[3:] == pb[3:] if pa[0] == "launch" \
-        else pa[0] == pb[0] and pa[2:] == pb[2:]
+    if len(pa) != len(pb) or pa[0] != pb[0]:
+        return False
+    if pa[0] == "launch":  # launch:KERNEL:OCCURRENCE:ARG[.field]
+        return pa[1] == pb[1] and pa[3:] == pb[3:]
+    return pa[2:] == pb[2:]  # copy:OCCURRENCE:src
 
 
 def _tape_arrays(tape) -> list:

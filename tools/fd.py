@@ -479,8 +479,8 @@ def _first_error(evs: list[Evaluation]) -> str | None:
     return None
 
 
-def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int, stale: dict[str, float],
-             reported_factor: float | None = None) -> tuple[str, float | None, str]:
+def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int,
+             stale: dict[str, float]) -> tuple[str, float | None, str]:
     """Signature of a check: (signature, factor, explanation)."""
     nonfinite = sum(int(np.count_nonzero(~np.isfinite(g))) for g in grads)
     if nonfinite:
@@ -492,11 +492,6 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int, 
     if report.verdict == "inconclusive":
         return "inconclusive", None, report.reason
     if report.verdict == "agree":
-        if reported_factor is not None:
-            f = _snap(1.0 / reported_factor)
-            return "exact_factor", f, (f"the gradient matches FD of the seeded objective, but the loss the script reports is "
-                                       f"{reported_factor:.6g}× the seeded one, so the optimizer's gradient is {f:g}× the "
-                                       "gradient of the reported objective")
         return "correct", None, "AD matches FD within the noise band in every direction"
     if all(not np.any(g) for g in grads):
         return "zero", None, "the gradient the optimizer consumes is exactly zero, FD is not"

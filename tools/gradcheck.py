@@ -544,7 +544,7 @@ def _reported_factor(stdout: str, seeded: list[float], objective_name: str | Non
 
 
 def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], cap: dict[str, Any], *,
-            reported_factor: float | None = None, override: tuple[str, str] | None = None, t0: float) -> GradcheckResult:
+            override: tuple[str, str] | None = None, t0: float) -> GradcheckResult:
     import time
 
     grads = [p.grad for p in fparams]
@@ -559,7 +559,7 @@ def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], 
         res.reason, res.passed = override[1], None
     else:
         sig, factor, why = fd.classify(report, grads=grads, backward_calls=cap.get("backward_calls") or 1,
-                                       stale=cap.get("stale_grads") or {}, reported_factor=reported_factor)
+                                       stale=cap.get("stale_grads") or {})
         res.signature, res.factor, res.explanation = sig, factor, why
         if sig == "inconclusive":
             res.passed, res.reason = None, report.reason

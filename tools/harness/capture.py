@@ -145,28 +145,28 @@ def _same_slot(a: str, b: str) -> bool:
     return pa[2:] == pb[2:]  # copy:OCCURRENCE:src
 
 
-def _tape_arrays(tape) -> list:
-    seen: dict[int, Any] = {}
+def _launch_arrays(tape):
+    """(kernel, argument index, number of inputs, array) for every array argument of the tape's launches."""
     for launch in tape.launches:
         if isinstance(launch, list):
-            for arg in list(launch[3] or []) + list(launch[4] or []):
+            inputs, outputs = list(launch[3] or []), list(launch[4] or [])
+            for idx, arg in enumerate(inputs + outputs):
                 for _, arr in hooks.iter_arrays(arg):
-                    seen.setdefault(id(arr), arr)
-    return list(seen.values())
+                    yield launch[0], idx, len(inputs), arr
+
+
+def _tape_arrays(tape) -> list:
+    """Every array the tape's launches take, in launch order, without repeats."""
+    return list({id(arr): arr for _, _, _, arr in _launch_arrays(tape)}.values())
 
 
 def written_arrays(tape) -> list:
-    """Arrays the tape's launches write, in launch order, without repeats."""
+    """Arrays the tape's launches write (outputs=, or inputs the kernel source writes), without repeats."""
     seen: dict[int, Any] = {}
-    for launch in tape.launches:
-        if not isinstance(launch, list):
-            continue
-        kernel, inputs, outputs = launch[0], list(launch[3] or []), list(launch[4] or [])
+    for kernel, idx, n_inputs, arr in _launch_arrays(tape):
         written = _written_args(kernel)
-        for idx, arg in enumerate(inputs + outputs):
-            if idx >= len(inputs) or (written is not None and idx in written):
-                for _, arr in hooks.iter_arrays(arg):
-                    seen.setdefault(id(arr), arr)
+        if idx >= n_inputs or (written is not None and idx in written):
+            seen.setdefault(id(arr), arr)
     return list(seen.values())
 
 
@@ -252,7 +252,6 @@ class CaptureListener(hooks.Listener):
         self.leaf_names: list[str | None] = []
         self.notes: list[str] = []
         self.stopped_at: str | None = None
-        self.seed_arrays: list[Any] = []
         self._last_boundary: list[np.ndarray] = []
         self.unseeded_backward = False
         # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
@@ -538,12 +537,13 @@ class CaptureListener(hooks.Listener):
             self._resolve_pending(same_iteration=False)
         elif self.phase == "consuming":
             self._new_iteration()
-        written = {id(a) for a in written_arrays(tape)}
-        pre_backward = [a for a in _tape_arrays(tape) if a.grad is not None and id(a) not in written
+        written = written_arrays(tape)
+        written_ids = {id(a) for a in written}
+        pre_backward = [a for a in _tape_arrays(tape) if a.grad is not None and id(a) not in written_ids
                         and (loss is None or a is not loss)]
         self.loose.clear()  # after the pending uses are resolved: they may need their loose uses
         self._last_boundary = []
-        value, seeds = self._seeded_value(tape, loss, grads)
+        value, seeds = self._seeded_value(written, loss, grads)
         if not self.leaf_names:
             # Named here, while the user's frames are alive: the ambiguity message lists them.
             self.leaf_names = [name_of(a) for a in self.leaf_candidates.values()][:20]
@@ -591,7 +591,7 @@ class CaptureListener(hooks.Listener):
                         self._record_param(rec, owner, owner.grad, "read after backward", final=False)
         self.bwd += 1
 
-    def _seeded_value(self, tape, loss, grads) -> tuple[float, list[str]]:
+    def _seeded_value(self, written: list, loss, grads) -> tuple[float, list[str]]:
         if loss is not None:
             self.loss_ids.add(id(loss))
             self.leaf_candidates.pop(id(loss), None)
@@ -603,16 +603,16 @@ class CaptureListener(hooks.Listener):
                 self.leaf_candidates.pop(id(arr), None)
                 sv = _np(seed).astype(np.float64)
                 total += float(np.sum(_np(arr).astype(np.float64) * sv))
-                seeds.append(f"grads={{{name_of(arr) or 'array'}: {_seed_kind(sv)}}}")
-                if _seed_kind(sv) == "boundary seed":
+                kind = _seed_kind(sv)
+                seeds.append(f"grads={{{name_of(arr) or 'array'}: {kind}}}")
+                if kind == "boundary seed":
                     self._last_boundary.append(sv.copy())
-                self.seed_arrays.append(arr)
             return total, seeds
         # Seeded by hand (`x.grad.fill_(1)`, `.grad.assign(...)`): the seeds are the nonzero grads of
         # arrays the tape writes (users often pass outputs in `inputs=`, so writes are read off the kernel
         # source); their dot product with the values is the objective being differentiated.
         total, seeds = 0.0, []
-        for arr in written_arrays(tape):
+        for arr in written:
             if arr.grad is None or id(arr) in self.loss_ids:
                 continue
             g = _np(arr.grad).astype(np.float64)
@@ -620,10 +620,10 @@ class CaptureListener(hooks.Listener):
                 self.loss_ids.add(id(arr))
                 self.leaf_candidates.pop(id(arr), None)
                 total += float(np.sum(g * _np(arr).astype(np.float64)))
-                seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad ({_seed_kind(g)})")
-                if _seed_kind(g) == "boundary seed":
+                kind = _seed_kind(g)
+                seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad ({kind})")
+                if kind == "boundary seed":
                     self._last_boundary.append(g.copy())
-                self.seed_arrays.append(arr)
         if not seeds:
             self.notes.append("tape.backward() was called with no loss, no grads= and no nonzero seed gradient")
             self.unseeded_backward = True

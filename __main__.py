@@ -1,3 +1,3 @@
-from warpgrad.agent.cli import main
+from .cli.main import main
 
 main()

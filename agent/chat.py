@@ -20,10 +20,11 @@ import anthropic
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
-from warpgrad.agent.context import agent_tools, run_tool
-from warpgrad.agent.loop import Agent, AgentConfig, Events, LimitsExceeded
-from warpgrad.agent.trajectory import Trajectory, messages_of, read_events, totals_of
-from warpgrad.tools.registry import ToolSpec
+
+from ..tools.registry import ToolSpec
+from .context import agent_tools, run_tool
+from .loop import Agent, AgentConfig, Events, LimitsExceeded
+from .trajectory import Trajectory, messages_of, read_events, totals_of
 
 NO_KEY_MESSAGE = (
     "warpgrad chat talks to Claude and needs an API key in ANTHROPIC_API_KEY (it is read from the "
@@ -103,7 +104,7 @@ def preview_diff(name: str, args: dict[str, Any], workspace: Path) -> str:
     if isinstance(args.get("diff"), str):
         return args["diff"]
     try:
-        from warpgrad.tools.workspace import resolve_path, unified_diff
+        from ..tools.workspace import resolve_path, unified_diff
 
         target = resolve_path(workspace, args["path"])
         old = target.read_text(encoding="utf-8")
@@ -181,7 +182,7 @@ def _short(v: Any, width: int = 60) -> str:
 
 def session_report(workspace: Path) -> str:
     """The report of what was found so far, rendered from the evidence ledger alone."""
-    from warpgrad.tools.report import build_report, render_markdown
+    from ..tools.report import build_report, render_markdown
 
     return render_markdown(build_report(workspace))
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
-from warpgrad.agent import prompt
-from warpgrad.tools.registry import ToolError, ToolSpec, load_tools
+
+from ..tools.registry import ToolError, ToolSpec, load_tools
+from . import prompt
 
 INLINE_TOKEN_LIMIT = 2000
 CHARS_PER_TOKEN = 3.5

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from warpgrad.agent import prompt
+from . import prompt
 
 SERVER_NAME = "warpgrad"
 
@@ -34,8 +34,8 @@ def stop_hook_verdict(workspace: Path) -> str | None:
     `finish(outcome="fixed")` needs, checked by the ledger's own `check_finish`. A session that only
     diagnosed, or whose outcome `finish` already accepted, stops freely.
     """
-    from warpgrad.tools.gate import check_finish
-    from warpgrad.tools.ledger import Ledger
+    from ..tools.gate import check_finish
+    from ..tools.ledger import Ledger
 
     last = next(
         (r for r in reversed(Ledger(workspace).records()) if r.kind in ("patch", "undo", "finish")), None
@@ -91,14 +91,14 @@ def build_plugin(out: Path) -> list[Path]:
     `hooks/hooks.json` with the Stop hook. The server and the hook take the workspace from the host's
     working directory (the project).
     """
-    import warpgrad
+    from .. import __version__ as warpgrad_version
 
     out = Path(out)
     files: dict[Path, str] = {
         out / ".claude-plugin" / "plugin.json": json.dumps(
             {
                 "name": "warpgrad",
-                "version": warpgrad.__version__,
+                "version": warpgrad_version,
                 "description": "Find and fix wrong gradients in NVIDIA Warp programs, with finite-difference "
                 "evidence.",
                 "license": "Apache-2.0",

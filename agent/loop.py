@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from warpgrad.agent.context import (
+
+from ..tools.registry import ToolSpec
+from .context import (
     READ_REFERENCE,
     agent_tools,
     choose_references_mode,
@@ -23,8 +25,7 @@ from warpgrad.agent.context import (
     system_blocks,
     tool_params,
 )
-from warpgrad.agent.trajectory import Trajectory, empty_totals
-from warpgrad.tools.registry import ToolSpec
+from .trajectory import Trajectory, empty_totals
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 EDIT_TOOLS = frozenset({"edit_file", "apply_patch"})

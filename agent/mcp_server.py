@@ -23,15 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import warpgrad
 from mcp import types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from warpgrad.agent import prompt
+
+from .. import __version__ as _warpgrad_version
+from . import prompt
 
 if TYPE_CHECKING:
-    from warpgrad.tools.registry import ToolSpec
+    from ..tools.registry import ToolSpec
 
 SERVER_NAME = "warpgrad"
 PROMPT_NAME = prompt.SKILL_NAME
@@ -77,8 +78,8 @@ def _run_tool_bounded(
     process boundary as the same JSON the structured content is made of, never revalidated.
     """
 
-    from warpgrad.agent.context import run_tool
-    from warpgrad.tools.registry import ToolCrashed, run_bounded
+    from ..tools.registry import ToolCrashed, run_bounded
+    from .context import run_tool
 
     def call() -> tuple[str, bool, str | None]:
         output, is_error, result = run_tool(tools, name, raw, workspace)
@@ -102,13 +103,13 @@ def build_server(
 
     def the_tools() -> dict[str, ToolSpec]:
         if not loaded:
-            from warpgrad.agent.context import agent_tools
+            from .context import agent_tools
 
             loaded.append(agent_tools())
         return loaded[0]
 
     def skill_text() -> str:
-        from warpgrad.agent.context import render_skill_for
+        from .context import render_skill_for
 
         return render_skill_for(the_tools())
 
@@ -116,7 +117,7 @@ def build_server(
         return types.ListToolsResult(tools=[mcp_tool(s) for s in the_tools().values()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        from warpgrad.tools.registry import ToolTimeout
+        from ..tools.registry import ToolTimeout
 
         tools = the_tools()
         spec, started = tools.get(params.name), time.monotonic()
@@ -230,7 +231,7 @@ def build_server(
 
     return Server(
         SERVER_NAME,
-        version=warpgrad.__version__,
+        version=_warpgrad_version,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -155,7 +155,7 @@ def bench_size(n: int, env: dict) -> dict:
 
 def bench_overhead(env: dict, n: int = 1000) -> dict:
     """Capture run (stops at the start of iteration 2) vs the script's own run of the same 2 iterations."""
-    from warpgrad.tools.runner import run_harness, run_process
+    from warpgrad.tools.child_process import run_harness, run_process
 
     ws = Path(tempfile.mkdtemp(prefix="wg-bench-ovh-"))
     (ws / "train.py").write_text(PROGRAM.format(n=n).replace("ITERS = 3", "ITERS = 2"), encoding="utf-8")

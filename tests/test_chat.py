@@ -12,12 +12,12 @@ import pytest
 import typer
 from pydantic import BaseModel, Field
 from rich.console import Console
+from scripted import ScriptedClient, text, tool_use
 from typer.testing import CliRunner
-from warpgrad.agent import cmd_agent
 from warpgrad.agent.chat import chat, one_line, preview_diff, replay
 from warpgrad.agent.loop import Agent, AgentConfig, Events
-from warpgrad.agent.scripted import ScriptedClient, text, tool_use
 from warpgrad.agent.trajectory import read_events
+from warpgrad.cli import agent as cmd_agent
 from warpgrad.tools.registry import ToolSpec, load_tools
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"

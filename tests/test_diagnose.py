@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from programs import HEADER, write_program
 from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
 

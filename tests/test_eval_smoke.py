@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from warpgrad.evals.runner import run_suite
+from warpgrad.evals.run_cases import run_suite
 
 # The checkout's suite: the graders (expected answers) are not in the wheel.
 SUITE_DIR = Path(__file__).resolve().parents[1] / "evals"

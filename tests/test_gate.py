@@ -105,7 +105,7 @@ print(json.dumps({"loss": value, "ad": ad.tolist(), "fd": fd.tolist()}))
 """
 
 
-_CLI = "import typer; from warpgrad.agent.cmd_workspace import register; app = typer.Typer(); register(app); app()"
+_CLI = "import typer; from warpgrad.cli.workspace import register; app = typer.Typer(); register(app); app()"
 
 
 def sha(p: Path) -> str:
@@ -667,6 +667,6 @@ def test_a_rerun_with_different_arguments_does_not_prove_the_fix(ws):
 
 
 def test_the_workspace_commands_are_listed_in_the_cli():
-    from warpgrad.agent.cli import COMMAND_MODULES
+    from warpgrad.cli.main import COMMAND_MODULES
 
-    assert "warpgrad.agent.cmd_workspace" in COMMAND_MODULES
+    assert "warpgrad.cli.workspace" in COMMAND_MODULES

@@ -213,7 +213,7 @@ def noisy(args, workspace):
     return Done(ok=True)
 
 import runpy
-runpy.run_module("warpgrad.agent.cmd_agent", run_name="__main__")
+runpy.run_module("warpgrad.cli.agent", run_name="__main__")
 """
 
 
@@ -260,7 +260,7 @@ def test_prints_from_tools_and_their_child_processes_never_reach_the_protocol_st
 
 def _stop_hook(workspace: Path, hook_input: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "warpgrad.agent.cmd_agent", "stop-hook"],
+        [sys.executable, "-m", "warpgrad.cli.agent", "stop-hook"],
         check=False,
         input=json.dumps(hook_input),
         capture_output=True,
@@ -292,7 +292,7 @@ def test_over_stdio_gradcheck_on_a_broken_program_returns_its_failing_signature_
     write_program(tmp_path, "no_requires_grad")
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "warpgrad.agent.cmd_agent", "mcp", "--workspace", str(tmp_path)],
+        args=["-m", "warpgrad.cli.agent", "mcp", "--workspace", str(tmp_path)],
         env=dict(os.environ),
         cwd=str(tmp_path),
     )

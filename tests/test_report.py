@@ -153,7 +153,7 @@ def test_an_undone_patch_is_marked_and_a_damaged_ledger_is_flagged(finished):
     assert _numbers_not_in_ledger(md, finished) == set()
 
 
-_CLI = "import typer; from warpgrad.agent.cmd_workspace import register; app = typer.Typer(); register(app); app()"
+_CLI = "import typer; from warpgrad.cli.workspace import register; app = typer.Typer(); register(app); app()"
 
 
 def test_the_report_command_prints_markdown_or_json_from_a_real_process(finished):

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from warpgrad.tools.child_process import run_harness, run_process
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.run_script import RunScriptArgs, run_script
-from warpgrad.tools.runner import run_harness, run_process
 from warpgrad.tools.sandbox import (
     SandboxPolicy,
     bwrap_argv,

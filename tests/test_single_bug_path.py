@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from programs import write_program
+from scripted import ScriptedClient, tool_use
 from warpgrad.agent import prompt
 from warpgrad.agent.loop import Agent, AgentConfig
-from warpgrad.agent.scripted import ScriptedClient, tool_use
 from warpgrad.tools.registry import load_tools
 
 # The most calls SKILL.md's "about eight calls" allows for a single-bug case.

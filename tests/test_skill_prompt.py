@@ -391,7 +391,7 @@ def test_export_writes_a_skill_folder_that_the_skills_ref_validator_accepts(tmp_
 
 
 def test_cli_skill_export_writes_the_folder_and_reports_it_as_json(tmp_path):
-    code = "from warpgrad.agent.cli import main; main()"
+    code = "from warpgrad.cli.main import main; main()"
     proc = subprocess.run(
         [sys.executable, "-c", code, "skill", "export", str(tmp_path), "--json"],
         check=False,

@@ -726,7 +726,7 @@ def test_every_example_runs_cleanly_and_prints_a_json_result(outputs):
 def test_warpgrad_gradcheck_runs_the_documented_probe_and_finds_the_case_study_bug(tmp_path):
     for name in ("cs1_state_aliasing.py", "probe_cs1.py"):
         (tmp_path / name).write_text((EXAMPLES / name).read_text(encoding="utf-8"), encoding="utf-8")
-    code = "from warpgrad.agent.cli import main; main()"
+    code = "from warpgrad.cli.main import main; main()"
     proc = subprocess.run(
         [
             sys.executable,

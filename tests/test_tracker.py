@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from warpgrad.tools import tracker
-from warpgrad.tools.instrument import InstrumentArgs, instrument, run_tracker
 from warpgrad.tools.ledger import Ledger
+from warpgrad.tools.tracker import InstrumentArgs, instrument, run_tracker
 
 WITHIN = (
     "Array passed to argument a in kernel readwrite_kernel at /w/sim.py:27 is being written to after it has been "

@@ -2,9 +2,8 @@
 and it updates parameters with warp.optim (whose own kernel writes in place outside the tape)."""
 
 import pytest
-
 from programs import HEADER, write_program
-from warpgrad.tools.instrument import run_tracker
+from warpgrad.tools.tracker import run_tracker
 
 pytestmark = pytest.mark.warp
 

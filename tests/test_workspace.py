@@ -346,7 +346,7 @@ def test_undo_does_not_overwrite_a_change_made_after_the_patch(ws):
     assert (ws / "sim.py").read_text(encoding="utf-8") == SIM
 
 
-_CLI = "import typer; from warpgrad.agent.cmd_workspace import register; app = typer.Typer(); register(app); app()"
+_CLI = "import typer; from warpgrad.cli.workspace import register; app = typer.Typer(); register(app); app()"
 
 
 def test_the_undo_command_restores_from_a_real_process(ws):

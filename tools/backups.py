@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
-from warpgrad.tools.ledger import STATE_DIR, Ledger, LedgerCorrupt, file_lock, sha256_file, state_dir
-from warpgrad.tools.paths import resolve_path
-from warpgrad.tools.registry import ToolError
+
+from .ledger import STATE_DIR, Ledger, LedgerCorrupt, file_lock, sha256_file, state_dir
+from .paths import resolve_path
+from .registry import ToolError
 
 OP_RE = re.compile(r"^\d{4,9}$")
 TMP_SUFFIX = ".wgtmp"

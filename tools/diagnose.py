@@ -22,18 +22,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.bisect import BisectArgs, BisectResult, bisect_horizon
-from warpgrad.tools.gradcheck import GradcheckArgs, GradcheckResult, check
-from warpgrad.tools.inspect_tape import InspectTapeResult, inspect
-from warpgrad.tools.instrument import InstrumentResult, run_tracker
-from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.losses import summarize
-from warpgrad.tools.quickchecks.base import Finding
-from warpgrad.tools.quickchecks.runner import run_rules
-from warpgrad.tools.registry import tool
-from warpgrad.tools.run_script import RunScriptResult, run_script_in
-from warpgrad.tools.signatures import TABLE
-from warpgrad.tools.workspace import rel_path, resolve_path
+
+from .gradcheck import GradcheckArgs, GradcheckResult, check
+from .horizon import BisectArgs, BisectResult, bisect_horizon
+from .ledger import Ledger
+from .losses import summarize
+from .quickchecks.base import Finding
+from .quickchecks.engine import run_rules
+from .registry import tool
+from .run_script import RunScriptResult, run_script_in
+from .signatures import TABLE
+from .tape import InspectTapeResult, inspect
+from .tracker import InstrumentResult, run_tracker
+from .workspace import rel_path, resolve_path
 
 Progress = Callable[[str], None]
 

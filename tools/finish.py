@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.gate import Comparison, Outcome, check_finish
-from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.registry import ToolError, tool
-from warpgrad.tools.report import write_report
+
+from .gate import Comparison, Outcome, check_finish
+from .ledger import Ledger
+from .registry import ToolError, tool
+from .report import write_report
 
 
 class FinishArgs(BaseModel):

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from warpgrad.tools.ledger import Ledger, LedgerRecord, disk_hashes
-from warpgrad.tools.metric import MetricSpec
+
+from .ledger import Ledger, LedgerRecord, disk_hashes
+from .metric import MetricSpec
 
 Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only"]
 OUTCOMES: tuple[str, ...] = ("fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only")

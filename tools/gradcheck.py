@@ -22,19 +22,20 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
-from warpgrad.tools import fd
-from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.losses import parse_losses
-from warpgrad.tools.registry import ToolError, tool
-from warpgrad.tools.run_script import RunError, describe_run
-from warpgrad.tools.runner import (
+
+from . import fd
+from .child_process import (
     HarnessOutcome,
     ProcessResult,
     _cuda_possible,
     run_harness,
     strip_warp_chatter,
 )
-from warpgrad.tools.workspace import rel_path, resolve_path
+from .ledger import Ledger
+from .losses import parse_losses
+from .registry import ToolError, tool
+from .run_script import RunError, describe_run
+from .workspace import rel_path, resolve_path
 
 Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
                     "grows_across_iterations", "truncation", "inconclusive"]

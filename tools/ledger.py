@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.keys import KEY_DIR_ENV, key_dir  # noqa: F401 - re-exported for callers
-from warpgrad.tools.registry import ToolError
+
+from .keys import KEY_DIR_ENV, key_dir  # noqa: F401 - re-exported for callers
+from .registry import ToolError
 
 STATE_DIR = ".warpgrad"
 LEDGER_NAME = "ledger.jsonl"

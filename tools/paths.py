@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from warpgrad.tools.ledger import STATE_DIR
-from warpgrad.tools.registry import ToolError
+from .ledger import STATE_DIR
+from .registry import ToolError
 
 
 def resolve_path(workspace: Path, path: str | Path, *, allow_state: bool = False) -> Path:

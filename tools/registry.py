@@ -75,10 +75,10 @@ TOOL_MODULES = [
     "warpgrad.tools.shrink",
     "warpgrad.tools.run_script",
     "warpgrad.tools.gradcheck",
-    "warpgrad.tools.instrument",
-    "warpgrad.tools.inspect_tape",
+    "warpgrad.tools.tracker",
+    "warpgrad.tools.tape",
     "warpgrad.tools.quickchecks.tool",
-    "warpgrad.tools.bisect",
+    "warpgrad.tools.horizon",
     "warpgrad.tools.diagnose",
     "warpgrad.tools.finish",
 ]

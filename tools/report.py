@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from warpgrad.tools.gate import Comparison
-from warpgrad.tools.ledger import Ledger, LedgerRecord
+
+from .gate import Comparison
+from .ledger import Ledger, LedgerRecord
 
 _FINDING_KEYS = ("warnings", "findings", "hypotheses", "issues", "divergences", "suspects")
 _TEXT_KEYS = ("summary", "conclusion", "message", "verdict", "first_divergence", "localization")

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
-from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.losses import JsonFloat, LossPoint, parse_losses, summarize
-from warpgrad.tools.metric import Direction, MetricSpec
-from warpgrad.tools.registry import tool
-from warpgrad.tools.runner import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_warp_chatter
-from warpgrad.tools.workspace import rel_path, resolve_path
+
+from .child_process import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_warp_chatter
+from .ledger import Ledger
+from .losses import JsonFloat, LossPoint, parse_losses, summarize
+from .metric import Direction, MetricSpec
+from .registry import tool
+from .workspace import rel_path, resolve_path
 
 ErrorKind = Literal[
     "timeout", "crashed", "out_of_memory", "syntax_error", "missing_import", "import_error", "file_not_found",

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.keys import KEY_DIR_ENV, key_dir
+
+from .keys import KEY_DIR_ENV, key_dir
 
 SANDBOX_ENV = "WARPGRAD_SANDBOX"
 NETWORK_ENV = "WARPGRAD_SANDBOX_NETWORK"
@@ -256,7 +257,7 @@ class DoctorReport(BaseModel):
 
 def doctor(workspace: Path) -> DoctorReport:
     """Say which isolation runs get here, and prove it with one sandboxed run in `workspace`."""
-    from warpgrad.tools.runner import run_process  # runner imports this module
+    from .child_process import run_process  # runner imports this module
 
     info = detect_isolation()
     env = child_env(os.environ)

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.losses import JsonFloat
-from warpgrad.tools.registry import ToolError, tool
-from warpgrad.tools.workspace import (
+
+from .ledger import Ledger
+from .losses import JsonFloat
+from .registry import ToolError, tool
+from .workspace import (
     _atomic_write,
     _read_text,
     check_writable_new,
@@ -306,7 +307,7 @@ def shrink(args: ShrinkArgs, workspace: Path) -> ShrinkResult:
 
 def _run(result: ShrinkResult, script: str, timeout_s: float, force_cpu: bool, workspace: Path) -> None:
     try:
-        from warpgrad.tools.run_script import RunScriptArgs, run_script
+        from .run_script import RunScriptArgs, run_script
     except ImportError:
         result.message += "; not run: the run_script tool is not available in this build"
         return

@@ -1,6 +1,6 @@
 """Gradient hazards of one recorded tape, from its description (pure: no Warp, no I/O).
 
-The description is what `warpgrad.tools.harness.tape_inspect.TapeInspectListener.describe` writes:
+The description is what `warpgrad.tools.harness.tape_listener.TapeInspectListener.describe` writes:
 launches in order, each with the arrays it passes (struct fields included) and whether the kernel's
 source reads or writes them, array identity (`id`, `ptr`, byte span), content fingerprints before each
 launch compared before `backward`, and writes made while the tape was open but not recorded on it.

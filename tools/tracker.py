@@ -1,182 +1,198 @@
-"""Warp's overwrite-tracker warnings (`wp.config.verify_autograd_array_access`), parsed into records.
+"""`instrument`: run the script with Warp's overwrite tracker on and return its warnings as records.
 
-Warp's text names the kernel and argument but not where the user launched it: an across-launch warning
-prints the array's *values* and the kernel's `def` line (warp-facts §2.2), and it repeats once per
-offending launch. The harness attaches the launch or copy call site that was executing when each
-message arrived (`WarpLog`), and `warpgrad.tools.harness.tracker_listener` adds the user's name for the
-array and the earlier launch that read it; this module turns either into deduplicated records.
-
-Pure: no Warp import.
+The tracker flag (`wp.config.verify_autograd_array_access`) is set by the harness before Warp builds any
+module, so every module of the run goes through codegen with tracking. Warp itself never serves such a
+module from the kernel cache (warp-facts §2.4); the harness's `tracker_cache` reruns only the codegen
+(which sets the flags and logs the within-kernel warnings) and reuses the tracker binary a previous run
+built, so only the first tracker run of a module pays the native compile. Warnings are captured through
+Warp's logger and attributed to the user's launch and copy call sites by
+`warpgrad.tools.harness.tracker_listener`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-TrackerKind = Literal["within_kernel", "across_launches", "copy"]
+from . import tracker_parse as tracker
+from .child_process import run_harness
+from .ledger import Ledger
+from .registry import ToolError, tool
+from .run_script import RunError, describe_run
+from .workspace import rel_or_raw as _rel
+from .workspace import rel_path, resolve_path
 
-_TAIL = r"This may corrupt gradient computation in the backward pass\.?"
-_WITHIN = re.compile(
-    r"^Array passed to argument (?P<arg>\S+) in kernel (?P<kernel>\S+) at (?P<file>.+):(?P<line>\d+) is being written "
-    r"to after it has been read from within the same kernel\.", re.DOTALL)
-_WITHIN_BARE = re.compile(r"^Array (?P<values>.*) is being written to after it has been read from within the same "
-                          r"kernel\.", re.DOTALL)
-_ACROSS = re.compile(
-    r"^Array (?P<values>.*) passed to argument (?P<arg>\S+) in kernel (?P<kernel>\S+) at (?P<file>.+):(?P<line>\d+) "
-    r"is being written to but has already been read from in a previous launch\.", re.DOTALL)
-_COPY = re.compile(
-    r"^Array (?P<values>.*) is being written to by (?P<op>.+?) at (?P<file>.+):(?P<line>\d+) but has already been read "
-    r"from in a previous launch\.", re.DOTALL)
-_BARE = re.compile(r"^Array (?P<values>.*) is being written to but has already been read from in a previous launch\.",
-                   re.DOTALL)
+LISTENER = "warpgrad.tools.harness.tracker_listener:TrackerListener"
 
-
-class ParsedWarning(BaseModel):
-    """One tracker message, as Warp wrote it."""
-
-    kind: TrackerKind
-    kernel: str | None = None
-    argument: str | None = None
-    file: str | None = Field(None, description="The file Warp names: the offending write (within a kernel), the "
-                                               "kernel's def (across launches) or the copy call (copy).")
-    line: int | None = None
-    values: str | None = Field(None, description="The array's contents Warp printed (after the offending write).")
-    operation: str | None = None
+BLIND_SPOTS = [
+    "arrays held in wp.struct fields are not tracked",
+    "a read that only happens in the left operand of a binary operator (y[i] = x[i] * 2.0) is not recorded",
+    "in-place a[i] *= b[i] / a[i] /= b[i] counts as a pure write (its wrong d/db is not reported)",
+    "across-launch and copy tracking only run while a wp.Tape is recording",
+    "wp.copy is tracked only when both arrays have a .grad",
+]
 
 
-def parse_message(message: str) -> ParsedWarning | None:
-    """Parse one Warp warning; None when it is not an overwrite-tracker message."""
-    msg = message.strip()
-    msg = msg.removeprefix("Warp UserWarning: ")
-    m = _WITHIN.match(msg)
-    if m:
-        return ParsedWarning(kind="within_kernel", kernel=m["kernel"], argument=m["arg"], file=m["file"],
-                             line=int(m["line"]))
-    m = _ACROSS.match(msg)
-    if m:
-        return ParsedWarning(kind="across_launches", kernel=m["kernel"], argument=m["arg"], file=m["file"],
-                             line=int(m["line"]), values=m["values"][:300])
-    m = _COPY.match(msg)
-    if m:
-        return ParsedWarning(kind="copy", file=m["file"], line=int(m["line"]), values=m["values"][:300],
-                             operation=m["op"])
-    m = _WITHIN_BARE.match(msg)
-    if m:
-        return ParsedWarning(kind="within_kernel", values=m["values"][:300])
-    m = _BARE.match(msg)
-    if m:
-        return ParsedWarning(kind="across_launches", values=m["values"][:300])
-    return None
+class InstrumentArgs(BaseModel):
+    script: str = Field(description="Workspace-relative path of the script to run with the tracker on.")
+    args: list[str] = Field(default_factory=list, description="Command-line arguments passed to the script (sys.argv[1:]).")
+    iterations: int | None = Field(None, ge=1, description="Stop after this many training iterations (an iteration ends "
+                                   "when the gradient is consumed after backward). Default: run the whole script.")
+    timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit of the run.")
+    device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU.")
+    record: bool = Field(True, description="Append the result to the evidence ledger (kind 'tracker').")
 
 
-class Site(BaseModel):
-    file: str | None = None
-    line: int | None = None
-    func: str | None = None
-    kernel: str | None = None
+class InstrumentResult(BaseModel):
+    ok: bool = Field(description="The script ran under the tracker (False: see `error`).")
+    clean: bool = Field(description="ok and the tracker reported no overwrite.")
+    records: list[tracker.TrackerRecord] = Field(default_factory=list, description="Distinct overwrites, deduplicated.")
+    n_warnings: int = Field(0, description="Total tracker messages (repeats included).")
+    other_warnings: list[str] = Field(default_factory=list, description="Other Warp warnings seen (e.g. disabled backward).")
+    modules_compiled: list[str] = Field(default_factory=list, description="Modules built with the tracker flag on "
+                                        "during the run (codegen with tracking ran; the native binary may be a cached "
+                                        "tracker build), from Warp's log and the codegen access flags of launched "
+                                        "kernels.")
+    compiled_with_tracker: bool = Field(False, description="At least one module was compiled while the flag was on, "
+                                        "so in-kernel (codegen) checks ran.")
+    taped_launches: int = Field(0, description="Launches recorded on a tape: across-launch tracking only covers these.")
+    backward_calls: int = 0
+    blind_spots: list[str] = Field(default_factory=lambda: list(BLIND_SPOTS),
+                                   description="What the tracker cannot see; inspect_tape covers these.")
+    notes: list[str] = []
+    error: RunError | None = None
+    script: str = ""
+    args: list[str] = []
+    files: dict[str, str] = Field(default_factory=dict, description="sha256 of every workspace file the run imported.")
+    device: str = ""
+    warp_version: str = ""
+    wall_s: float = 0.0
 
 
-class TrackerRecord(BaseModel):
-    """One distinct overwrite the tracker reported, with how often it fired."""
+def run_tracker(workspace: Path, script: Path | str, args: list[str] | None = None, *, iterations: int | None = None,
+                timeout_s: float = 300.0, device: str | None = None) -> InstrumentResult:
+    """Run `script` under the harness with the overwrite tracker on and parse what it reported.
 
-    kind: TrackerKind = Field(description="within_kernel: an argument written after being read in the same kernel "
-                              "(found at codegen, no tape needed); across_launches: a launch on the tape writes an "
-                              "array an earlier taped launch read; copy: a wp.copy onto an array read earlier on the tape.")
-    kernel: str | None = Field(None, description="The kernel that writes (None for a copy).")
-    argument: str | None = Field(None, description="The kernel argument written.")
-    array: str | None = Field(None, description="The user's variable name of the array written, where it could be found.")
-    file: str | None = Field(None, description="Where to look: the user's launch or copy call (across launches, copy), "
-                             "or the offending write statement in the kernel (within a kernel).")
-    line: int | None = None
-    func: str | None = Field(None, description="The Python function containing the call site.")
-    kernel_def: str | None = Field(None, description="file:line Warp printed (the kernel's def line, across launches).")
-    read_by: Site | None = Field(None, description="The earlier taped launch that read the array (its call site).")
-    triggered_at: Site | None = Field(None, description="For within_kernel: the launch whose module build emitted it.")
-    count: int = Field(1, description="How many times Warp printed it (Warp does not deduplicate).")
-    first_iteration: int | None = Field(None, description="Training iteration of the first occurrence.")
-    values: str | None = Field(None, description="The array contents Warp printed on the first occurrence (truncated).")
-    message: str = Field("", description="Warp's first message, truncated.")
+    Args:
+        workspace: Workspace root.
+        script: The entry script (absolute, or relative to the workspace).
+        args: sys.argv[1:] for the script.
+        iterations: Stop after this many training iterations; None runs the whole script.
+        timeout_s: Wall-clock limit of the run.
+        device: "cpu" to force the CPU.
+
+    Returns:
+        An InstrumentResult; a script that fails gives `ok=False` with a structured `error`, never an exception.
+    """
+    workspace = Path(workspace).resolve()
+    script = Path(script)
+    script = script if script.is_absolute() else workspace / script
+    args = list(args or [])
+    tmp = Path(tempfile.mkdtemp(prefix="warpgrad-tracker-"))
+    try:
+        cfg: dict[str, Any] = {"mode": "run", "workspace": str(workspace), "script": str(script), "args": args,
+                               "device": device, "tracker": True, "listeners": [LISTENER], "outdir": str(tmp)}
+        if iterations is not None:
+            cfg.update(mode="capture", capture={"iteration": iterations - 1})
+        out = run_harness(cfg, cwd=workspace, timeout_s=timeout_s, device=device)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return describe_tracker(out.process, out.data, workspace, script, args)
 
 
-def _key(r: TrackerRecord) -> tuple:
-    return (r.kind, r.kernel, r.argument, r.file, r.line)
-
-
-def record_from(message: str, site: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> TrackerRecord | None:
-    """Turn one message (plus the call site that was running, and listener extras) into a record."""
-    p = parse_message(message)
-    if p is None:
-        return None
-    site = site or {}
-    extra = extra or {}
-    rec = TrackerRecord(kind=p.kind, kernel=p.kernel or site.get("kernel"), argument=p.argument,
-                        values=p.values, message=message.strip()[:500])
-    if p.kind == "within_kernel":
-        rec.file, rec.line = p.file, p.line
-        if site.get("file"):
-            rec.triggered_at = Site(file=site.get("file"), line=site.get("line"), func=site.get("func"),
-                                    kernel=site.get("kernel"))
-    elif p.kind == "across_launches":
-        rec.kernel_def = f"{p.file}:{p.line}" if p.file else None
-        # Warp names the kernel's def; the launch that was running is the user's call site.
-        rec.file, rec.line, rec.func = site.get("file") or p.file, site.get("line") or p.line, site.get("func")
+def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, args: list[str]) -> InstrumentResult:
+    """Turn a harness outcome of a tracker run into an InstrumentResult."""
+    run = describe_run(proc, data, workspace, script, args)
+    data = data or {}
+    lst = data.get("tracker") or {}
+    if lst.get("listener_error") or "records" not in lst:
+        records = tracker.parse_log(data.get("warp_log", []))
+        notes = [f"the tracker listener failed ({lst.get('listener_error')}); records parsed from the Warp log"] \
+            if lst.get("listener_error") else []
     else:
-        rec.kernel = None
-        rec.file, rec.line, rec.func = p.file or site.get("file"), p.line or site.get("line"), site.get("func")
-    if extra.get("array"):
-        rec.array = extra["array"]
-    if extra.get("read_by"):
-        rec.read_by = Site(**extra["read_by"])
-    if extra.get("iteration") is not None:
-        rec.first_iteration = extra["iteration"]
-    return rec
-
-
-def dedupe(records: Iterable[TrackerRecord]) -> list[TrackerRecord]:
-    """Merge repeats of the same overwrite (same kind, kernel, argument and location), counting them."""
-    out: dict[tuple, TrackerRecord] = {}
+        records = [tracker.TrackerRecord.model_validate(r) for r in lst["records"]]
+        notes = []
     for r in records:
-        k = _key(r)
-        if k in out:
-            prev = out[k]
-            prev.count += r.count
-            prev.array = prev.array or r.array
-            prev.read_by = prev.read_by or r.read_by
-            if prev.first_iteration is None:
-                prev.first_iteration = r.first_iteration
+        r.file = _rel(workspace, r.file)
+        for s in (r.read_by, r.triggered_at):
+            if s is not None:
+                s.file = _rel(workspace, s.file)
+        if r.kernel_def:
+            f, _, ln = r.kernel_def.rpartition(":")
+            r.kernel_def = f"{_rel(workspace, f)}:{ln}"
+    # A codegen (within-kernel) warning fires for every kernel of a module when it is built, launched or not.
+    # It only corrupts gradients when that kernel's backward replays: a kernel launched on a tape. Warp's own
+    # kernels (the optimizers' in-place updates, outside any tape) are not the user's overwrite either.
+    taped_kernels = set(lst.get("taped_kernels", [])) if "taped_kernels" in lst else None
+    kept, dropped_kernels = [], []
+    for r in records:
+        foreign = r.kind == "within_kernel" and r.file is not None and Path(r.file).is_absolute()
+        untaped = r.kind == "within_kernel" and taped_kernels is not None and r.kernel not in taped_kernels
+        if foreign or untaped:
+            dropped_kernels.append(r.kernel or "?")
         else:
-            out[k] = r.model_copy(deep=True)
-    return list(out.values())
+            kept.append(r)
+    if dropped_kernels:
+        notes.append("ignored in-kernel overwrite warnings of kernels never launched on a tape (their backward never "
+                     f"runs) or outside the workspace: {', '.join(sorted(set(dropped_kernels)))}")
+    records = kept
+    if lst.get("dropped"):
+        notes.append(f"{lst['dropped']} further distinct warnings were dropped (limit reached)")
+    other = [f"{o['message']}" + (f" (×{o['count']})" if o["count"] > 1 else "") for o in lst.get("other_warnings", [])]
+    if not lst:
+        other = [r["message"][:300] for r in data.get("warp_log", [])
+                 if r["level"] == "warning" and not tracker.is_tracker_message(r["message"])][:20]
+    compiled = list(dict.fromkeys(list(data.get("compiled_modules", [])) + list(lst.get("modules_tracked", []))))
+    taped = int(lst.get("taped_launches", 0))
+    if run.error is None and taped == 0:
+        notes.append("no launch was recorded on a tape: across-launch and copy tracking never ran, so 'clean' only "
+                     "covers in-kernel overwrites")
+    if lst.get("broken"):
+        notes.append(f"the tracker listener stopped after an internal error ({lst['broken']}); records after it may be "
+                     "missing")
+    if lst.get("log_level_lowered"):
+        notes.append("the script set wp.config.log_level above LOG_WARNING, which hides tracker warnings; warpgrad "
+                     "lowered it to LOG_WARNING for this run")
+    reused = lst.get("modules_reused", [])
+    if reused:
+        notes.append(f"tracker builds reused from the kernel cache (codegen and its checks ran again, the native "
+                     f"compile did not): {', '.join(reused)}")
+    untracked = sorted(set(lst.get("modules_launched", [])) - set(compiled))
+    if run.error is None and not compiled:
+        notes.append("no module was compiled during the run, so in-kernel (codegen) checks did not run")
+    elif untracked:
+        notes.append(f"no evidence that these launched modules were built with the tracker: {', '.join(untracked)} "
+                     "(their kernels may touch no array, or they were loaded before the flag was set)")
+    try:
+        rel = rel_path(workspace, script)
+    except ValueError:
+        rel = str(script)
+    ok = run.error is None
+    return InstrumentResult(
+        ok=ok, clean=ok and not records, records=records, n_warnings=sum(r.count for r in records),
+        other_warnings=other, modules_compiled=compiled, compiled_with_tracker=bool(compiled),
+        taped_launches=taped, backward_calls=int(lst.get("backward_calls", 0)), notes=notes, error=run.error,
+        script=rel, args=args, files=data.get("files", {}), device=data.get("device", ""),
+        warp_version=data.get("warp_version", ""), wall_s=proc.wall_s,
+    )
 
 
-def parse_log(warp_log: Iterable[dict[str, Any]]) -> list[TrackerRecord]:
-    """Records from the harness's `warp_log` (each entry: level, message, site)."""
-    recs = []
-    for entry in warp_log:
-        if entry.get("level") != "warning":
-            continue
-        r = record_from(str(entry.get("message", "")), entry.get("site"))
-        if r is not None:
-            recs.append(r)
-    return dedupe(recs)
-
-
-def is_tracker_message(message: str) -> bool:
-    return parse_message(message) is not None
-
-
-def describe(r: TrackerRecord) -> str:
-    """One line for people."""
-    where = f"{r.file}:{r.line}" if r.file else "unknown location"
-    name = f" ({r.array})" if r.array else ""
-    times = f" ×{r.count}" if r.count > 1 else ""
-    if r.kind == "within_kernel":
-        return f"{where}: kernel {r.kernel} writes argument {r.argument} after reading it in the same kernel{times}"
-    if r.kind == "copy":
-        return f"{where}: wp.copy overwrites an array{name} an earlier taped launch read{times}"
-    by = f" (read earlier by {r.read_by.kernel} at {r.read_by.file}:{r.read_by.line})" if r.read_by else ""
-    return f"{where}: launch of {r.kernel} writes argument {r.argument}{name} after an earlier taped launch read it{by}{times}"
+@tool(args=InstrumentArgs, result=InstrumentResult, long_running=True)
+def instrument(args: InstrumentArgs, workspace: Path) -> InstrumentResult:
+    """Run the script with Warp's overwrite tracker on (verify_autograd_array_access, set before any module
+    loads) and return each distinct overwrite it reports: kind (within_kernel, across_launches, copy), the
+    kernel and argument written, the user's call site, the earlier launch that read the array, and how often
+    it fired. `clean` is what the finish gate needs after a patch. The tracker is blind to arrays in structs,
+    reads in the left operand of a binary op and `*=`/`/=`: use inspect_tape for those."""
+    script = resolve_path(workspace, args.script)
+    if not script.is_file():
+        raise ToolError(f"{args.script} does not exist: give a workspace-relative path of a .py file")
+    result = run_tracker(workspace, script, args.args, iterations=args.iterations, timeout_s=args.timeout_s,
+                         device=args.device)
+    if args.record:
+        Ledger(workspace).append("tracker", result, tool="instrument")
+    return result

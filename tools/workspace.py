@@ -30,7 +30,8 @@ from typing import Any
 
 import regex
 from pydantic import BaseModel, Field
-from warpgrad.tools.backups import (  # noqa: F401 -- re-exported: tools and commands import them from here
+
+from .backups import (  # noqa: F401 -- re-exported: tools and commands import them from here
     UndoResult,
     apply_changes,
     atomic_write,
@@ -41,9 +42,9 @@ from warpgrad.tools.backups import (  # noqa: F401 -- re-exported: tools and com
     tmp_dir,
     undo,
 )
-from warpgrad.tools.ledger import STATE_DIR, Ledger, sha256_file
-from warpgrad.tools.paths import rel_or_raw, rel_path, resolve_path  # noqa: F401 -- re-exported
-from warpgrad.tools.registry import ToolError, tool
+from .ledger import STATE_DIR, Ledger, sha256_file
+from .paths import rel_or_raw, rel_path, resolve_path  # noqa: F401 -- re-exported
+from .registry import ToolError, tool
 
 MAX_READ_LINES = 400
 MAX_LINE_CHARS = 400
@@ -194,7 +195,7 @@ def workspace_overview(args: WorkspaceOverviewArgs, workspace: Path) -> Workspac
 
     Start here. Entry points are scripts with `if __name__ == "__main__"` or a module-level tape/backward.
     """
-    from warpgrad.tools.shrink import find_knobs  # shrink imports this module
+    from .shrink import find_knobs  # shrink imports this module
 
     root = Path(workspace).resolve()
     created = created_files(root)

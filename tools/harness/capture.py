@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-from warpgrad.tools.harness import hooks
+
+from . import hooks
 
 
 def _np(a) -> np.ndarray:
@@ -125,7 +126,7 @@ def _written_args(kernel) -> set[int] | None:
     key = getattr(kernel, "key", None) or str(id(kernel))
     if key not in _WRITES:
         try:
-            from warpgrad.tools.kernel_access import analyze_kernel, summarize
+            from ..kernel_access import analyze_kernel, summarize
 
             ka = analyze_kernel(kernel.adj.source, name=kernel.func.__name__)
             _WRITES[key] = {a.index for a in ka.args if summarize(a.accesses).written}

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-from warpgrad.tools.harness import hooks
-from warpgrad.tools.harness.hooks import safe as _safe
-from warpgrad.tools.harness.tape_inspect import TapeInspectListener, backward_state
+
+from . import hooks
+from .hooks import safe as _safe
+from .tape_listener import TapeInspectListener, backward_state
 
 _ANSI = re.compile(r"\x1b\[\d+m")
 MAX_FULL_SCALARS = 768

@@ -39,7 +39,7 @@ class WarpLog:
         self.compiled: list[str] = []
 
     def _add(self, level: str, message: str, category: str | None = None) -> None:
-        from warpgrad.tools.harness import hooks
+        from . import hooks
 
         cur = hooks.STATE.current
         site = None
@@ -187,7 +187,7 @@ def boot(cfg: dict[str, Any], log: WarpLog) -> None:
         # Must be set before any module is built: it changes codegen and the module hash.
         wp.config.verify_autograd_array_access = True
         if cfg.get("tracker_cache", True):
-            from warpgrad.tools.harness import tracker_cache
+            from . import tracker_cache
 
             tracker_cache.install()  # codegen again, reuse the cached tracker binary (no native recompile)
     if cfg.get("log_level") == "debug":
@@ -197,7 +197,7 @@ def boot(cfg: dict[str, Any], log: WarpLog) -> None:
     if cfg.get("device"):
         wp.set_device(cfg["device"])
 
-    from warpgrad.tools.harness import hooks
+    from . import hooks
 
     hooks.install()
 
@@ -274,7 +274,7 @@ def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
     np.random.seed(cfg.get("seed", 0))
     wp.set_logger(log)
 
-    from warpgrad.tools.harness import hooks
+    from . import hooks
 
     specs = [MODES[cfg["mode"]]] + list(cfg.get("listeners", []))
     for spec in specs:

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-from warpgrad.tools import fd
-from warpgrad.tools.harness import hooks
+
+from .. import fd
+from . import hooks
 
 
 class ProbeError(Exception):
@@ -40,7 +41,7 @@ class ProbeListener(hooks.Listener):
         except ProbeError as e:
             self.s.finish("error", {"kind": "bad_probe", "message": str(e)})
         except BaseException as e:  # noqa: BLE001 - the probe or the program raised: report it, with the user's frames
-            from warpgrad.tools.harness.main import _user_traceback, classify
+            from .main import _user_traceback, classify
 
             self.s.finish("error", {"kind": classify(e), "type": type(e).__name__, "message": str(e)[:2000],
                                     "traceback": _user_traceback(e, None)})

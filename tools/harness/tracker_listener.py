@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from warpgrad.tools import tracker
-from warpgrad.tools.harness import hooks, tracker_cache
-from warpgrad.tools.harness.capture import name_of
-from warpgrad.tools.harness.hooks import safe as _safe
+from .. import tracker_parse as tracker
+from . import hooks, tracker_cache
+from .capture import name_of
+from .hooks import safe as _safe
 
 MAX_DISTINCT = 200
 

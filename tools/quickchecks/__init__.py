@@ -5,7 +5,7 @@ below; rules run and are listed in code order. `run_rules(files, root)` is the p
 `diagnose` uses; the `quick_checks` tool in `tool.py` wraps it for the agent, MCP and CLI.
 """
 
-from warpgrad.tools.quickchecks import (  # noqa: F401 - importing registers the rule
+from . import (  # noqa: F401 - importing registers the rule
     adjoint_assign,  # WG013
     atomic_counter_without_replay,  # WG014
     backward_disabled,  # WG002
@@ -26,8 +26,8 @@ from warpgrad.tools.quickchecks import (  # noqa: F401 - importing registers the
     sum_seed_for_mean_objective,  # WG016
     where_overflow,  # WG011
 )
-from warpgrad.tools.quickchecks.base import RULES, Finding, Rule
-from warpgrad.tools.quickchecks.runner import CheckReport, ParseError, check_files, collect_files, run_rules
+from .base import RULES, Finding, Rule
+from .engine import CheckReport, ParseError, check_files, collect_files, run_rules
 
 __all__ = [
     "RULES",

@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from warpgrad.tools.quickchecks.source import (
+from .source import (
     ALLOCATORS,
     LIKE_ALLOCATORS,
     Access,

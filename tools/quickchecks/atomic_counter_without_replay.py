@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.kernel_body import differentiable_kernels
-from warpgrad.tools.quickchecks.source import Project, SourceModule
+from .base import Finding, Rule, register
+from .kernel_body import differentiable_kernels
+from .source import Project, SourceModule
 
 _COUNTERS = {"atomic_add", "atomic_sub", "atomic_inc"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.kernel_body import writes_floats as _writes_floats
-from warpgrad.tools.quickchecks.source import Project, SourceModule, is_const, kwarg
+from .base import Finding, Rule, register
+from .kernel_body import writes_floats as _writes_floats
+from .source import Project, SourceModule, is_const, kwarg
 
 
 @register

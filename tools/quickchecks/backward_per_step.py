@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.loops import backward_calls, enclosing_loop
-from warpgrad.tools.quickchecks.source import Project, SourceModule, array_key, base_key, names_in
+from .base import Finding, Rule, register
+from .loops import backward_calls, enclosing_loop
+from .source import Project, SourceModule, array_key, base_key, names_in
 
 
 @register

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from warpgrad.tools.quickchecks.source import Project, SourceModule
+    from .source import Project, SourceModule
 
 Signature = Literal[
     "zero",

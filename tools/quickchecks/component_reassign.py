@@ -6,9 +6,9 @@ import ast
 import re
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.kernel_body import differentiable_kernels
-from warpgrad.tools.quickchecks.source import KernelInfo, Project, SourceModule, names_in
+from .base import Finding, Rule, register
+from .kernel_body import differentiable_kernels
+from .source import KernelInfo, Project, SourceModule, names_in
 
 _AXES = {"x": "0", "y": "1", "z": "2", "w": "3"}
 

@@ -6,14 +6,14 @@ import ast
 import re
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.kernel_body import (
+from .base import Finding, Rule, register
+from .kernel_body import (
     body_nodes,
     data_dependent,
     definitions,
     differentiable_kernels,
 )
-from warpgrad.tools.quickchecks.source import KernelInfo, Project, SourceModule, is_const, names_in
+from .source import KernelInfo, Project, SourceModule, is_const, names_in
 
 _INT_CASTS = {"int", "int32", "int64", "uint32", "uint64", "int8", "int16", "uint8", "uint16", "tid"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.source import Project, SourceModule, array_key, kwarg
+from .base import Finding, Rule, register
+from .source import Project, SourceModule, array_key, kwarg
 
 _WRITES = {"zero_", "fill_", "assign"}
 _METADATA = {"ptr", "shape", "dtype", "device", "size", "ndim", "strides"}

@@ -5,14 +5,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.kernel_body import (
+from .base import Finding, Rule, register
+from .kernel_body import (
     body_nodes,
     data_dependent,
     definitions,
     differentiable_kernels,
 )
-from warpgrad.tools.quickchecks.source import Project, SourceModule
+from .source import Project, SourceModule
 
 _OPS = {ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=", ast.Pow: "**=", ast.MatMult: "@="}
 

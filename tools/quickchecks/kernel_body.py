@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.source import KernelInfo, Project, SourceModule, names_in
+from .source import KernelInfo, Project, SourceModule, names_in
 
 EPS_NAME = re.compile(r"eps|epsilon|tol|tiny|small|min|floor|delta|reg|damp", re.IGNORECASE)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.source import Project, SourceModule
+from .source import Project, SourceModule
 
 
 def backward_calls(module: SourceModule) -> Iterator[ast.Call]:

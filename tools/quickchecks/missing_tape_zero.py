@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.loops import backward_calls, caller_loop, per_iteration_nodes
-from warpgrad.tools.quickchecks.source import ALLOCATORS, Project, SourceModule, array_key, is_const, kwarg
+from .base import Finding, Rule, register
+from .loops import backward_calls, caller_loop, per_iteration_nodes
+from .source import ALLOCATORS, Project, SourceModule, array_key, is_const, kwarg
 
 _ZEROING = {"zero_", "fill_", "assign"}
 

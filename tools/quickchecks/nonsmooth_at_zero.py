@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.kernel_body import (
+from .base import Finding, Rule, register
+from .kernel_body import (
     body_nodes,
     branch_guarded,
     data_dependent,
@@ -15,7 +15,7 @@ from warpgrad.tools.quickchecks.kernel_body import (
     guarded_expr,
     source_names,
 )
-from warpgrad.tools.quickchecks.source import KernelInfo, Project, SourceModule
+from .source import KernelInfo, Project, SourceModule
 
 _ROOTS = {"sqrt", "cbrt"}
 _NORMS = {"length", "norm_l2", "sqrt", "length_sq", "dot", "cbrt"}

@@ -5,14 +5,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.kernel_body import (
+from .base import Finding, Rule, register
+from .kernel_body import (
     body_nodes,
     data_dependent,
     definitions,
     differentiable_kernels,
 )
-from warpgrad.tools.quickchecks.source import KernelInfo, Project, SourceModule
+from .source import KernelInfo, Project, SourceModule
 
 _STEP_FUNCS = {"round", "floor", "ceil", "sign", "trunc", "rint", "step", "nonzero"}
 _CASTS = {"int", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32", "uint64"}

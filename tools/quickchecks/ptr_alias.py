@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.arrays import scope_of
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.source import Project, SourceModule, array_key, base_key, kwarg
+from .arrays import scope_of
+from .base import Finding, Rule, register
+from .source import Project, SourceModule, array_key, base_key, kwarg
 
 
 @register

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.source import Project, SourceModule
+from .base import Finding, Rule, register
+from .source import Project, SourceModule
 
 
 @register

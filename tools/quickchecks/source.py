@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from warpgrad.tools.quickchecks.arrays import ArrayIndex
-    from warpgrad.tools.quickchecks.tape_trace import TraceResult
+    from .arrays import ArrayIndex
+    from .host_trace import TraceResult
 
 KERNEL_DECORATORS = {"kernel", "func", "func_grad", "func_replay", "func_native"}
 ALLOCATORS = {"zeros", "empty", "full", "ones", "array", "from_numpy"}
@@ -548,7 +548,7 @@ class Project:
     @cached_property
     def trace(self) -> TraceResult:
         """Write-after-read hazards and buffer swaps inside tape scopes (see `tape_trace`)."""
-        from warpgrad.tools.quickchecks.tape_trace import (
+        from .host_trace import (
             trace_project,  # deferred: tape_trace imports this module
         )
 
@@ -557,7 +557,7 @@ class Project:
     @cached_property
     def arrays(self) -> ArrayIndex:
         """Allocation sites and taped uses of arrays, matched by name within a scope (see `arrays`)."""
-        from warpgrad.tools.quickchecks.arrays import build_index  # deferred: arrays imports this module
+        from .arrays import build_index  # deferred: arrays imports this module
 
         return build_index(self)
 

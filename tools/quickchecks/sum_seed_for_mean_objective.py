@@ -6,9 +6,9 @@ import ast
 import re
 from collections.abc import Iterator
 
-from warpgrad.tools.quickchecks.base import Finding, Rule, register
-from warpgrad.tools.quickchecks.loops import backward_calls
-from warpgrad.tools.quickchecks.source import Project, SourceModule, array_key, kwarg
+from .base import Finding, Rule, register
+from .loops import backward_calls
+from .source import Project, SourceModule, array_key, kwarg
 
 
 @register

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.quickchecks.base import RULES, Finding
-from warpgrad.tools.quickchecks.runner import check_files, collect_files
-from warpgrad.tools.registry import ToolError, tool
+
+from ..registry import ToolError, tool
+from .base import RULES, Finding
+from .engine import check_files, collect_files
 
 
 class QuickChecksArgs(BaseModel):

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from warpgrad.agent import prompt
+
+from ..agent import prompt
 
 skill_app = typer.Typer(help="The warp-debug-gradients skill (SKILL.md + references).", no_args_is_help=True)
 
@@ -23,7 +24,7 @@ def export(
     if directory.exists() and not directory.is_dir():
         raise typer.BadParameter(f"{directory} exists and is not a folder; pass a folder to export into")
     if plugin:
-        from warpgrad.agent.host_config import build_plugin
+        from ..agent.host_config import build_plugin
 
         written = [str(p.relative_to(directory)) for p in build_plugin(directory)]
         typer.echo(json.dumps({"plugin_dir": str(directory), "files": written}) if json_output

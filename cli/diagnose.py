@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from warpgrad.agent.cmd_core import console, out, rel_to, workspace_for
+
+from .core import console, out, rel_to, workspace_for
 
 
 def markdown(r) -> str:
@@ -100,8 +101,8 @@ def diagnose_cmd(
 
     Exit 0: gradients correct, 1: wrong, 2: no verdict or the script cannot run. Arguments after `--` go to the script.
     """
-    from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
-    from warpgrad.tools.registry import ToolError
+    from ..tools.diagnose import DiagnoseArgs, run_diagnose
+    from ..tools.registry import ToolError
 
     ws = workspace_for(script, workspace)
     try:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from warpgrad.agent.cmd_core import console, out
+
+from .core import console, out
 
 
 def eval_cmd(
@@ -21,8 +22,8 @@ def eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json.")] = False,
 ) -> None:
     """Run an agent over the broken-simulation suite and score it against the hidden graders."""
-    from warpgrad.evals.runner import run_suite
-    from warpgrad.evals.suite import SUITE_DIR, SuiteError
+    from ..evals.run_cases import run_suite
+    from ..evals.suite import SUITE_DIR, SuiteError
 
     target = out_dir or Path(tempfile.mkdtemp(prefix="warpgrad-eval-"))
     try:

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.sandbox import (
+
+from .sandbox import (
     Request,
     SandboxPolicy,
     bwrap_argv,

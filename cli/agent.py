@@ -45,9 +45,10 @@ def chat_cmd(
     """Find and fix a wrong gradient with Claude driving the warpgrad tools (needs ANTHROPIC_API_KEY)."""
     from rich.console import Console
     from rich.prompt import Confirm
-    from warpgrad.agent.chat import DEFAULT_TASK, NoApiKey, chat, make_client
-    from warpgrad.agent.loop import AgentConfig
-    from warpgrad.agent.trajectory import Trajectory
+
+    from ..agent.chat import DEFAULT_TASK, NoApiKey, chat, make_client
+    from ..agent.loop import AgentConfig
+    from ..agent.trajectory import Trajectory
 
     console = Console(stderr=as_json)
     ws = workspace.resolve()
@@ -97,7 +98,8 @@ def replay_cmd(
     """Re-run a recorded session's tool calls against a workspace and report what came out differently."""
     from rich.console import Console
     from rich.markup import escape
-    from warpgrad.agent.chat import replay
+
+    from ..agent.chat import replay
 
     path = trajectory.resolve()
     ws = workspace or (path.parents[3] if path.parent.parent.name == "sessions" else Path("."))
@@ -128,8 +130,9 @@ def mcp_cmd(
 ) -> None:
     """Serve the warpgrad tools, skill prompt and references over MCP on stdio."""
     import anyio
-    from warpgrad.agent.host_config import print_config as config_for
-    from warpgrad.agent.mcp_server import serve_stdio
+
+    from ..agent.host_config import print_config as config_for
+    from ..agent.mcp_server import serve_stdio
 
     ws = workspace.resolve()
     if not ws.is_dir():
@@ -149,7 +152,7 @@ def stop_hook_cmd(
     workspace: Annotated[Path | None, typer.Option(help="Workspace (default: the hook input's cwd).")] = None,
 ) -> None:
     """Claude Code Stop hook: exit 2 (the reason on stderr) while a patch stands without its proof."""
-    from warpgrad.agent.host_config import stop_hook_verdict
+    from ..agent.host_config import stop_hook_verdict
 
     hook_input: dict = {}
     if not sys.stdin.isatty():
@@ -166,7 +169,7 @@ def stop_hook_cmd(
         raise typer.Exit(2)
 
 
-if __name__ == "__main__":  # `python -m warpgrad.agent.cmd_agent mcp ...` works even if other commands break
+if __name__ == "__main__":  # `python -m warpgrad.cli.agent mcp ...` works even if other commands break
     _app = typer.Typer(add_completion=False)
     register(_app)
     _app()

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-from warpgrad.tools import kernel_access
-from warpgrad.tools.harness import hooks
-from warpgrad.tools.harness.capture import CaptureListener, name_of
-from warpgrad.tools.harness.hooks import safe as _safe
+
+from .. import kernel_access
+from . import hooks
+from .capture import CaptureListener, name_of
+from .hooks import safe as _safe
 
 MAX_TAPES = 4
 MAX_LAUNCHES = 5000

@@ -102,8 +102,8 @@ def gradcheck_cmd(
 
     Arguments after `--` go to the script.
     """
-    from warpgrad.tools.gradcheck import GradcheckArgs, gradcheck
-    from warpgrad.tools.registry import ToolError
+    from ..tools.gradcheck import GradcheckArgs, gradcheck
+    from ..tools.registry import ToolError
 
     ws = workspace_for(script or probe, workspace)
     try:
@@ -141,8 +141,8 @@ def run_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Run a script in the sandbox and report its exit, time, Warp warnings and loss trajectory."""
-    from warpgrad.tools.registry import ToolError
-    from warpgrad.tools.run_script import RunScriptArgs, run_script
+    from ..tools.registry import ToolError
+    from ..tools.run_script import RunScriptArgs, run_script
 
     ws = workspace_for(script, workspace)
     try:
@@ -197,7 +197,7 @@ def tool_command(spec) -> click.Command:
     params.append(click.Option(["--workspace"], type=click.Path(file_okay=False), default=".", help="Workspace root."))
 
     def callback(workspace: str, **kwargs: Any) -> None:
-        from warpgrad.tools.registry import ToolError
+        from ..tools.registry import ToolError
 
         raw = {k: v for k, v in kwargs.items() if v is not None and v != ()}
         for k, v in list(raw.items()):
@@ -218,12 +218,12 @@ class ToolGroup(click.Group):
     """`warpgrad tool NAME ...`: every registered tool, options generated from its pydantic input model."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from warpgrad.tools.registry import load_tools
+        from ..tools.registry import load_tools
 
         return sorted(load_tools())
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        from warpgrad.tools.registry import load_tools
+        from ..tools.registry import load_tools
 
         spec = load_tools().get(name)
         return tool_command(spec) if spec else None
@@ -234,7 +234,7 @@ def doctor_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Say how user code is isolated here (bwrap or the subreaper fallback) and check it with one run."""
-    from warpgrad.tools.sandbox import doctor, is_secret_name
+    from ..tools.sandbox import doctor, is_secret_name
 
     r = doctor(workspace.resolve())
     if as_json:

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warpgrad.tools.quickchecks.base import RULES, Finding
-from warpgrad.tools.quickchecks.source import SourceModule, build_project, parse_module
+from .base import RULES, Finding
+from .source import SourceModule, build_project, parse_module
 
 # Folders never scanned when a directory is given: our own state, VCS, caches and virtualenvs.
 SKIP_DIRS = {

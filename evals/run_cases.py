@@ -1,6 +1,6 @@
 """`warpgrad eval`: stage each case in a fresh workspace, run an agent on it, grade it with the hidden grader.
 
-Each case runs in its own subprocess (`python -m warpgrad.evals.runner --one ...`) with its own Warp
+Each case runs in its own subprocess (`python -m warpgrad.evals.run_cases --one ...`) with its own Warp
 kernel cache, so cases run in parallel safely and a case that hangs or crashes is scored as failed
 with its log while the run goes on.
 
@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from warpgrad.evals.suite import CaseMeta, Suite, load_suite
+
+from .suite import CaseMeta, Suite, load_suite
 
 ROOT_CAUSE_SLACK = 2  # lines: a multi-line statement is one place
 GRADER_PROBE = "_warpgrad_grader_probe.py"
@@ -122,7 +123,7 @@ def _grade_fix(suite: Suite, case: CaseMeta, ws: Path, score: CaseScore, timeout
     The fix counts as verified only when both checks pass and the objective is unchanged; when the two
     checks disagree (or the grader cannot run) the case fails and `fix_disagreement` says why.
     """
-    from warpgrad.tools.gradcheck import GradcheckArgs, check
+    from ..tools.gradcheck import GradcheckArgs, check
 
     probe_src = suite.probe(str(case.id))
     score.fix_verified = False
@@ -163,7 +164,7 @@ def run_independent_grader(suite: Suite, ws: Path, probe: Path, *, timeout_s: fl
     Returns (passed, summary in words); passed is None when the grader is missing, crashed or printed no
     verdict.
     """
-    from warpgrad.tools.runner import run_process
+    from ..tools.child_process import run_process
 
     grader = suite.independent_grader()
     if grader is None:
@@ -191,7 +192,7 @@ class GraderVerdict(BaseModel):
 
 
 def run_autopilot(case: CaseMeta, ws: Path, score: CaseScore) -> None:
-    from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
+    from ..tools.diagnose import DiagnoseArgs, run_diagnose
 
     r = run_diagnose(DiagnoseArgs(script=case.entry, timeout_s=120), ws)
     (ws.parent / f"{ws.name}.diagnose.json").write_text(r.model_dump_json(indent=2), encoding="utf-8")
@@ -203,8 +204,8 @@ def run_autopilot(case: CaseMeta, ws: Path, score: CaseScore) -> None:
 
 def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
     """Verdict, signature and root cause of a model-driven session, read from its ledger."""
-    from warpgrad.tools.gate import check_finish
-    from warpgrad.tools.ledger import Ledger
+    from ..tools.gate import check_finish
+    from ..tools.ledger import Ledger
 
     records = Ledger(ws).records()
     checks = [r for r in records if r.kind == "gradcheck" and r.payload.get("ok")]
@@ -230,8 +231,8 @@ def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
 
 
 def run_claude(case: CaseMeta, ws: Path, score: CaseScore, model: str | None) -> None:
-    from warpgrad.agent.chat import make_client
-    from warpgrad.agent.loop import Agent, AgentConfig
+    from ..agent.chat import make_client
+    from ..agent.loop import Agent, AgentConfig
 
     config = AgentConfig(model=model) if model else AgentConfig()
     agent = Agent(make_client(), config, ws)
@@ -242,7 +243,7 @@ def run_claude(case: CaseMeta, ws: Path, score: CaseScore, model: str | None) ->
 
 
 def run_replay(case: CaseMeta, ws: Path, score: CaseScore, recorded: Path) -> None:
-    from warpgrad.agent.chat import replay
+    from ..agent.chat import replay
 
     traj = recorded / str(case.id) / "trajectory.jsonl"
     if not traj.is_file():
@@ -308,7 +309,7 @@ def run_one(suite_dir: Path, case_id: str, agent: str, out: Path, model: str | N
 
 
 def _child(suite_dir: Path, case_id: str, agent: str, out: Path, timeout_s: float, model: str | None) -> CaseScore:
-    from warpgrad.tools.runner import run_process
+    from ..tools.child_process import run_process
 
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -317,7 +318,7 @@ def _child(suite_dir: Path, case_id: str, agent: str, out: Path, timeout_s: floa
     result.unlink(missing_ok=True)
     env = dict(os.environ)
     env["WARP_CACHE_PATH"] = str(out / "kernel-cache" / case_id)  # one cache per case: no concurrent compiles
-    argv = [sys.executable, "-m", "warpgrad.evals.runner", "--one", case_id, "--suite", str(suite_dir), "--agent", agent,
+    argv = [sys.executable, "-m", "warpgrad.evals.run_cases", "--one", case_id, "--suite", str(suite_dir), "--agent", agent,
             "--out", str(out)] + (["--model", model] if model else [])
     proc = run_process(argv, cwd=out, env=env, timeout_s=timeout_s, memory_mb=None, tail_bytes=200_000)
     log = logs / f"{case_id}.log"
@@ -458,7 +459,7 @@ def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m warpgrad.evals.runner")
+    ap = argparse.ArgumentParser(prog="python -m warpgrad.evals.run_cases")
     ap.add_argument("--one", required=True)
     ap.add_argument("--suite", type=Path, required=True)
     ap.add_argument("--agent", default="autopilot")

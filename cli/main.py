@@ -16,12 +16,12 @@ app = typer.Typer(
 
 # Each module defines `register(app: typer.Typer) -> None` and adds its commands.
 COMMAND_MODULES = [
-    "warpgrad.agent.cmd_core",
-    "warpgrad.agent.cmd_diagnose",
-    "warpgrad.agent.cmd_eval",
-    "warpgrad.agent.cmd_workspace",
-    "warpgrad.agent.cmd_agent",
-    "warpgrad.agent.cmd_skill",
+    "warpgrad.cli.core",
+    "warpgrad.cli.diagnose",
+    "warpgrad.cli.eval",
+    "warpgrad.cli.workspace",
+    "warpgrad.cli.agent",
+    "warpgrad.cli.skill",
 ]
 
 
@@ -39,7 +39,7 @@ def build() -> typer.Typer:
 
 def command() -> click.Group:
     """The whole command tree: typer's commands plus `tool NAME` generated from the registry."""
-    from warpgrad.agent.cmd_core import ToolGroup
+    from .core import ToolGroup
 
     group = typer.main.get_command(build())
     group.add_command(ToolGroup("tool", help="Run any registered tool; options come from its input model."))
@@ -53,7 +53,7 @@ def _mcp_only() -> typer.Typer | None:
 
     if sys.argv[1:2] != ["mcp"]:
         return None
-    from warpgrad.agent.cmd_agent import mcp_cmd
+    from .agent import mcp_cmd
 
     mcp_app = typer.Typer(name="warpgrad", add_completion=False)
     mcp_app.command(name="mcp")(mcp_cmd)

@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.registry import ToolError, tool
-from warpgrad.tools.run_script import RunError, describe_run
-from warpgrad.tools.runner import run_harness
-from warpgrad.tools.tape_hazards import Hazard, hazards
-from warpgrad.tools.workspace import rel_or_raw as _rel
-from warpgrad.tools.workspace import rel_path, resolve_path
 
-LISTENER = "warpgrad.tools.harness.tape_inspect:TapeInspectListener"
+from .child_process import run_harness
+from .registry import ToolError, tool
+from .run_script import RunError, describe_run
+from .tape_hazards import Hazard, hazards
+from .workspace import rel_or_raw as _rel
+from .workspace import rel_path, resolve_path
+
+LISTENER = "warpgrad.tools.harness.tape_listener:TapeInspectListener"
 LOCALIZE = "warpgrad.tools.harness.localize:LocalizeListener"
 MAX_LAUNCHES_SHOWN = 300
 

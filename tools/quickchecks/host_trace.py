@@ -18,7 +18,7 @@ import ast
 import itertools
 from dataclasses import dataclass, field
 
-from warpgrad.tools.quickchecks.source import (
+from .source import (
     ALLOCATORS,
     HOST_WRITES,
     LIKE_ALLOCATORS,

@@ -15,11 +15,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
-from warpgrad.tools.gate import OUTCOMES, RULES, GateResult, check_finish
-from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.registry import ToolError
-from warpgrad.tools.report import build_report, render_markdown, report_json
-from warpgrad.tools.workspace import undo
+
+from ..tools.gate import OUTCOMES, RULES, GateResult, check_finish
+from ..tools.ledger import Ledger
+from ..tools.registry import ToolError
+from ..tools.report import build_report, render_markdown, report_json
+from ..tools.workspace import undo
 
 _WS = Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root (default: the current directory).")]
 _JSON = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of text for people.")]

@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from warpgrad.tools.gradcheck import GradcheckArgs, check
-from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.registry import ToolError, tool
-from warpgrad.tools.shrink import find_knobs, rewrite_values
-from warpgrad.tools.workspace import rel_path, resolve_path
+
+from .gradcheck import GradcheckArgs, check
+from .ledger import Ledger
+from .registry import ToolError, tool
+from .shrink import find_knobs, rewrite_values
+from .workspace import rel_path, resolve_path
 
 HORIZON_CATEGORIES = ("steps", "frames", "substeps")
 

@@ -234,7 +234,8 @@ def doctor_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Say how user code is isolated here (bwrap or the subreaper fallback) and check it with one run."""
-    from ..tools.sandbox import doctor, is_secret_name
+    from ..tools.doctor import doctor
+    from ..tools.sandbox import is_secret_name
 
     r = doctor(workspace.resolve())
     if as_json:

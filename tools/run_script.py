@@ -11,8 +11,8 @@ from .child_process import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_
 from .ledger import Ledger
 from .losses import JsonFloat, LossPoint, parse_losses, summarize
 from .metric import Direction, MetricSpec
+from .paths import rel_path, resolve_path
 from .registry import tool
-from .workspace import rel_path, resolve_path
 
 ErrorKind = Literal[
     "timeout", "crashed", "out_of_memory", "syntax_error", "missing_import", "import_error", "file_not_found",

@@ -16,18 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .backups import atomic_write, mark_created, require_intact_ledger
+from .files import check_writable_new
+from .files import read_text_file as _read_text
 from .ledger import Ledger
 from .losses import JsonFloat
+from .paths import rel_path, resolve_path
 from .registry import ToolError, tool
-from .workspace import (
-    _atomic_write,
-    _read_text,
-    check_writable_new,
-    mark_created,
-    rel_path,
-    require_intact_ledger,
-    resolve_path,
-)
 
 # Category -> pattern over the knob's name tokens; first match wins (substeps before steps).
 _CATEGORIES: list[tuple[str, re.Pattern[str]]] = [
@@ -289,7 +284,7 @@ def shrink(args: ShrinkArgs, workspace: Path) -> ShrinkResult:
     text = rewrite_values(source, changes)
     data = text.encode("utf-8")
     sha = hashlib.sha256(data).hexdigest()
-    _atomic_write(out_path, data, src_path.stat().st_mode & 0o7777)
+    atomic_write(out_path, data, src_path.stat().st_mode & 0o7777)
     mark_created(workspace, out_rel, sha)
     kc = [KnobChange(id=k.id, line=k.line, old=k.value, new=v) for k, v in changes]
     # source_sha256 ties the copy to the exact program it was cut from: the gate counts a check on the copy

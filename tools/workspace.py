@@ -42,43 +42,20 @@ from .backups import (  # noqa: F401 -- re-exported: tools and commands import t
     tmp_dir,
     undo,
 )
-from .ledger import STATE_DIR, Ledger, sha256_file
+from .files import MAX_FILE_BYTES, check_writable_new
+from .files import read_text_file as _read_text
+from .ledger import STATE_DIR, Ledger
 from .paths import rel_or_raw, rel_path, resolve_path  # noqa: F401 -- re-exported
 from .registry import ToolError, tool
 
 MAX_READ_LINES = 400
 MAX_LINE_CHARS = 400
 MAX_SEARCH_RESULTS = 200
-MAX_FILE_BYTES = 2_000_000  # bigger files are data, not code
 MAX_EDIT_CHARS = 200_000  # one edit's text, a diff or a written file: a fix is small; the ledger keeps it
 MAX_OVERVIEW_FILES = 300
 SEARCH_TIMEOUT_S = 5.0
 SKIP_DIRS = {".git", ".hg", ".svn", STATE_DIR, "__pycache__", ".venv", "venv", "env", "node_modules",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox", ".eggs"}
-
-
-def check_writable_new(workspace: Path, target: Path) -> None:
-    """Refuse to (over)write `target` unless it is new or a file warpgrad created and nobody changed since.
-
-    Raises:
-        ToolError: `target` is a user's file, a directory, or a warpgrad file edited outside warpgrad.
-    """
-    rel = rel_path(workspace, target)
-    if target.is_dir():
-        raise ToolError(f"{rel} is a directory")
-    if not target.exists():
-        return
-    created = created_files(workspace)
-    if rel not in created:
-        raise ToolError(f"{rel} already exists and is the user's file: write_file only creates new diagnostic "
-                        "files; pick a new name, or change the user's file with edit_file/apply_patch")
-    if sha256_file(target) != created[rel]:
-        raise ToolError(f"{rel} was created by warpgrad but changed since (by the user?); it is not overwritten. "
-                        "Pick a new name")
-    # created.json may come from anywhere (a cloned repository): the ledger must show warpgrad wrote it.
-    if not any(r.files.get(rel) == created[rel] for r in Ledger(workspace).read()[0]):
-        raise ToolError(f"{rel} is listed in .warpgrad/created.json, but the evidence ledger never recorded "
-                        "warpgrad writing it; it is treated as the user's file and not overwritten. Pick a new name")
 
 
 def syntax_error(text: str, rel: str) -> str | None:
@@ -101,20 +78,6 @@ def unified_diff(rel: str, old: str, new: str, *, new_file: bool = False) -> str
         old.splitlines(keepends=True), new.splitlines(keepends=True),
         fromfile="/dev/null" if new_file else f"a/{rel}", tofile=f"b/{rel}",
     ))
-
-
-def _read_text(p: Path, rel: str) -> str:
-    if not p.is_file():
-        raise ToolError(f"{rel} does not exist (or is not a file); list files with workspace_overview")
-    if p.stat().st_size > MAX_FILE_BYTES:
-        raise ToolError(f"{rel} is larger than {MAX_FILE_BYTES} bytes; warpgrad only reads source files")
-    data = p.read_bytes()
-    if b"\0" in data[:8192]:
-        raise ToolError(f"{rel} is a binary file")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ToolError(f"{rel} is not UTF-8 text ({e})") from None
 
 
 # ---------------------------------------------------------------------------------------------------

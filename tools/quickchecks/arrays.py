@@ -304,3 +304,12 @@ def _add_allocation(
         retain = _flag(call, "retain_grad") is True
     known[(scope, key)] = rg  # type: ignore[assignment]
     index.allocations.append(Allocation(module, call, key, scope, rg, retain, helper))  # type: ignore[arg-type]
+
+
+def project_arrays(project: Project) -> ArrayIndex:
+    """The project's array index, built once per project: several rules read it."""
+    if "arrays.index" not in project.memo:
+        project.memo["arrays.index"] = build_index(project)
+    index = project.memo["arrays.index"]
+    assert isinstance(index, ArrayIndex)
+    return index

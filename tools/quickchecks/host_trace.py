@@ -446,3 +446,12 @@ def trace_project(project: Project) -> TraceResult:
             except _OutOfBudget:
                 continue  # what was recorded before the cut is still sound
     return tracer.result
+
+
+def project_trace(project: Project) -> TraceResult:
+    """Write-after-read hazards and buffer swaps inside the project's tape scopes, traced once per project."""
+    if "host_trace.result" not in project.memo:
+        project.memo["host_trace.result"] = trace_project(project)
+    result = project.memo["host_trace.result"]
+    assert isinstance(result, TraceResult)
+    return result

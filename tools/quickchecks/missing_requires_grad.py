@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from .arrays import project_arrays
 from .base import Finding, Rule, register
 from .source import Project, SourceModule, dotted, kwarg
 
@@ -58,7 +59,7 @@ class MissingRequiresGrad(Rule):
     confidence = "high"
 
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
-        index = project.arrays
+        index = project_arrays(project)
         for alloc in index.allocations:
             if alloc.module is not module or alloc.requires_grad is not False:
                 continue

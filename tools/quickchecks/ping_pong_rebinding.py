@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from .base import Finding, Rule, register
+from .host_trace import project_trace
 from .source import Project, SourceModule, array_key, is_const, kwarg
 
 
@@ -60,7 +61,7 @@ class PingPongRebinding(Rule):
     confidence = "high"
 
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
-        trace = project.trace
+        trace = project_trace(project)
         done: set[int] = set()
         for hz in trace.hazards:
             rebind = hz.write.rebind or hz.read.rebind

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .arrays import scope_of
+from .arrays import project_arrays, scope_of
 from .base import Finding, Rule, register
 from .source import Project, SourceModule, array_key, base_key, kwarg
 
@@ -55,7 +55,7 @@ class PtrAlias(Rule):
     confidence = "medium"
 
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
-        uses = project.arrays.uses
+        uses = project_arrays(project).uses
         for node in module.nodes:
             if not module.wp_call(node, {"array"}):
                 continue

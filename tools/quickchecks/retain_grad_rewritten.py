@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .arrays import project_arrays
 from .base import Finding, Rule, register
+from .host_trace import project_trace
 from .source import Project, SourceModule
 
 
@@ -54,7 +56,7 @@ class RetainGradRewritten(Rule):
     confidence = "high"
 
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
-        index = project.arrays
+        index = project_arrays(project)
         for alloc in index.allocations:
             if alloc.module is not module:
                 continue
@@ -65,7 +67,7 @@ class RetainGradRewritten(Rule):
             # The tracer also counts stores through rebinding and inlined helpers.
             traced = [
                 evs
-                for canon, evs in project.trace.stores.items()
+                for canon, evs in project_trace(project).stores.items()
                 if canon[0].startswith(f"<alloc:{module.rel}:{alloc.call.lineno}#") and len(canon) == 1
             ]
             count = max(count, max((len({id(e.node) for e in evs}) for evs in traced), default=0))

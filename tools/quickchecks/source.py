@@ -14,11 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .arrays import ArrayIndex
-    from .host_trace import TraceResult
 
 KERNEL_DECORATORS = {"kernel", "func", "func_grad", "func_replay", "func_native"}
 ALLOCATORS = {"zeros", "empty", "full", "ones", "array", "from_numpy"}
@@ -544,22 +539,6 @@ class Project:
                                 seen.add(fn)
                                 work.append((m, list(fn.body)))
         return seen
-
-    @cached_property
-    def trace(self) -> TraceResult:
-        """Write-after-read hazards and buffer swaps inside tape scopes (see `tape_trace`)."""
-        from .host_trace import (
-            trace_project,  # deferred: tape_trace imports this module
-        )
-
-        return trace_project(self)
-
-    @cached_property
-    def arrays(self) -> ArrayIndex:
-        """Allocation sites and taped uses of arrays, matched by name within a scope (see `arrays`)."""
-        from .arrays import build_index  # deferred: arrays imports this module
-
-        return build_index(self)
 
     @cached_property
     def taped_launches(self) -> list[tuple[SourceModule, ast.Call]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .base import Finding, Rule, register
+from .host_trace import project_trace
 from .source import Project, SourceModule
 
 
@@ -57,7 +58,7 @@ class StructArrayOverwrite(Rule):
 
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
         done: set[int] = set()
-        for hz in project.trace.hazards:
+        for hz in project_trace(project).hazards:
             w = hz.write
             if not (w.via_struct or hz.read.via_struct) or w.module is not module or w.node.lineno in done:
                 continue

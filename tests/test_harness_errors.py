@@ -1,5 +1,7 @@
 """A failure inside warpgrad's own hooks is ours: it never surfaces at the user's line, and the result says so."""
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -38,3 +40,34 @@ def test_a_listener_that_raises_leaves_the_users_launch_running_and_is_recorded(
     assert out.returncode == 0, out.stderr
     assert "values [4.0, 4.0, 4.0]" in out.stdout
     assert "broken before_launch: RuntimeError: bug in a warpgrad listener" in out.stdout
+
+
+def test_a_listener_that_raises_at_script_end_is_recorded_and_the_result_is_still_written(tmp_path):
+    (tmp_path / "bad_listener.py").write_text(textwrap.dedent('''
+        from warpgrad.tools.harness import hooks
+
+        class Bad(hooks.Listener):
+            key = "bad"
+
+            def __init__(self, session):
+                self.s = session
+
+            def script_end(self):
+                raise RuntimeError("bug at script_end")
+
+            def result(self):
+                return {"seen": True}
+    '''))
+    (tmp_path / "train.py").write_text("import warp as wp\nprint('loss', 1.0)\n")
+    result = tmp_path / "result.json"
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "train.py"),
+                               "listeners": ["bad_listener:Bad"]}))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "WARPGRAD_RESULT": str(result)}
+    out = subprocess.run([sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg)], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(result.read_text())
+    assert data["status"] == "completed"
+    assert data["listener_errors"]["bad"].startswith("script_end: RuntimeError: bug at script_end")
+    assert "bug at script_end" not in out.stderr  # ours, recorded in the result, never shown as the user's

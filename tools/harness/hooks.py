@@ -72,23 +72,6 @@ class CopyCall:
     in_backward: bool
 
 
-def safe(method):
-    """A listener failure must never become the user's failure: record it and stop that listener's work."""
-    import functools
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if getattr(self, "broken", None):
-            return None
-        try:
-            return method(self, *args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - see the docstring
-            self.broken = f"{method.__name__}: {type(e).__name__}: {e}"
-            return None
-
-    return wrapper
-
-
 class Listener:
     """Override what you need; every hook is called with Warp's own objects."""
 
@@ -133,17 +116,25 @@ def _emit(name: str, *args) -> None:
         return  # Warp calls made by a listener itself (its own tapes, launches) are not the user's
     STATE.in_hook += 1
     try:
-        for listener in STATE.listeners:
-            if getattr(listener, "broken", None):
-                continue
-            try:
-                getattr(listener, name)(*args)
-            except Exception as e:  # noqa: BLE001 - our failure must never surface at the user's line
-                # Recorded as the harness's own error (with our traceback); the listener stops observing, the
-                # user's script goes on, and the result says the evidence is incomplete and why.
-                listener.broken = f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+        notify(STATE.listeners, name, *args)
     finally:
         STATE.in_hook -= 1
+
+
+def notify(listeners, name: str, *args) -> None:
+    """Call `name` on every listener that still works; the one place a listener's exception is caught.
+
+    Recorded as the harness's own error (with our traceback); the listener stops observing, the user's
+    script goes on, and the result says the evidence is incomplete and why. Our failure must never surface
+    at the user's line, nor end the run without its result document.
+    """
+    for listener in listeners:
+        if getattr(listener, "broken", None):
+            continue
+        try:
+            getattr(listener, name)(*args)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            listener.broken = f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
 
 
 def original(name: str):

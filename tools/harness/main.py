@@ -313,8 +313,7 @@ def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
         if isinstance(e, SyntaxError):
             error.update(file=e.filename, line=e.lineno)
         status = "error"
-    for listener in session.listeners:
-        listener.script_end()
+    hooks.notify(session.listeners, "script_end")  # a listener failing here is ours: recorded, not fatal
     session.finish(status, error)
 
 

@@ -134,7 +134,31 @@ def notify(listeners, name: str, *args) -> None:
         try:
             getattr(listener, name)(*args)
         except Exception as e:  # noqa: BLE001 - see the docstring
-            listener.broken = f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+            _record_failure(listener, name, e)
+
+
+def _record_failure(listener, name: str, e: Exception) -> None:
+    listener.broken = f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+
+
+def safe(method):
+    """`notify`'s policy for a listener's own methods that the harness calls directly (not through a hook).
+
+    A failure is recorded as the listener's breakage, exactly as `notify` records it, and the call returns None.
+    """
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if getattr(self, "broken", None):
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - see `notify`
+            _record_failure(self, method.__name__, e)
+            return None
+
+    return wrapper
 
 
 def original(name: str):

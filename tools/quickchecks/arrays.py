@@ -308,8 +308,4 @@ def _add_allocation(
 
 def project_arrays(project: Project) -> ArrayIndex:
     """The project's array index, built once per project: several rules read it."""
-    if "arrays.index" not in project.memo:
-        project.memo["arrays.index"] = build_index(project)
-    index = project.memo["arrays.index"]
-    assert isinstance(index, ArrayIndex)
-    return index
+    return project.shared("arrays.index", build_index)

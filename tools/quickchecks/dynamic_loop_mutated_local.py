@@ -219,9 +219,7 @@ def _module_int_constants(module: SourceModule) -> dict[str, int]:
 
 
 def _max_unroll(project: Project) -> int:
-    if "max_unroll" not in project.memo:
-        project.memo["max_unroll"] = _find_max_unroll(project)
-    return project.memo["max_unroll"]  # type: ignore[return-value]
+    return project.shared("max_unroll", _find_max_unroll)
 
 
 def _find_max_unroll(project: Project) -> int:

@@ -450,8 +450,4 @@ def trace_project(project: Project) -> TraceResult:
 
 def project_trace(project: Project) -> TraceResult:
     """Write-after-read hazards and buffer swaps inside the project's tape scopes, traced once per project."""
-    if "host_trace.result" not in project.memo:
-        project.memo["host_trace.result"] = trace_project(project)
-    result = project.memo["host_trace.result"]
-    assert isinstance(result, TraceResult)
-    return result
+    return project.shared("host_trace.result", trace_project)

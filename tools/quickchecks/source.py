@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar, cast
+
+T = TypeVar("T")
 
 KERNEL_DECORATORS = {"kernel", "func", "func_grad", "func_replay", "func_native"}
 ALLOCATORS = {"zeros", "empty", "full", "ones", "array", "from_numpy"}
@@ -369,6 +372,12 @@ class Project:
         self.modules = modules
         self.memo: dict[str, object] = {}
         """Per-project results rules share or reuse across modules (keyed by the rule's own name)."""
+
+    def shared(self, key: str, build: Callable[[Project], T]) -> T:
+        """`build(self)`, computed once per project and kept in `memo` under `key` (several rules read it)."""
+        if key not in self.memo:
+            self.memo[key] = build(self)
+        return cast(T, self.memo[key])
 
     @cached_property
     def call_sites(self) -> dict[int, list[tuple[SourceModule, ast.Call]]]:

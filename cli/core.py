@@ -117,7 +117,7 @@ def gradcheck_cmd(
                 r = gradcheck(args, ws)
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     if as_json:
         print(r.model_dump_json(indent=2))
     else:
@@ -151,7 +151,7 @@ def run_cmd(
                                      metric_direction=metric_direction, metric_target=metric_target), ws)
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     if as_json:
         print(r.model_dump_json(indent=2))
     else:
@@ -207,7 +207,7 @@ def tool_command(spec) -> click.Command:
             result: BaseModel = spec.call(raw, Path(workspace).resolve())
         except (ToolError, ValidationError) as e:
             click.echo(json.dumps({"error": str(e)}), err=True)
-            raise SystemExit(2)
+            raise SystemExit(2) from None
         click.echo(result.model_dump_json(indent=2))
 
     return click.Command(spec.name, params=params, callback=callback,

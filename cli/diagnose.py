@@ -118,7 +118,7 @@ def diagnose_cmd(
                 r = run_diagnose(args, ws, progress=lambda s: status.update(f"{labels.get(s, s)}..."))
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     if md:
         md.write_text(markdown(r), encoding="utf-8")
     if as_json:

@@ -31,7 +31,7 @@ def eval_cmd(
             run = run_suite(suite or SUITE_DIR, agent, target, cases=cases, jobs=jobs, timeout_s=timeout, model=model)
     except (SuiteError, ValueError) as e:
         console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     if as_json:
         print(run.model_dump_json(indent=2))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import click
@@ -25,15 +26,11 @@ COMMAND_MODULES = [
 ]
 
 
-_built = False
-
-
+@functools.cache
 def build() -> typer.Typer:
-    global _built
-    if not _built:
-        for mod in COMMAND_MODULES:
-            importlib.import_module(mod).register(app)
-        _built = True
+    # Once per process: registering twice would add every command twice.
+    for mod in COMMAND_MODULES:
+        importlib.import_module(mod).register(app)
     return app
 
 

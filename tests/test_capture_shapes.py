@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 
 pytestmark = pytest.mark.warp

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from scripted import ScriptedClient, text, tool_use
 from typer.testing import CliRunner
+
 from warpgrad.agent.chat import chat, one_line, preview_diff, replay
 from warpgrad.agent.loop import Agent, AgentConfig, Events
 from warpgrad.agent.trajectory import read_events

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 from programs import HEADER, write_program
+
 from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
 
 pytestmark = pytest.mark.warp
@@ -76,6 +77,7 @@ def test_a_script_that_cannot_run_is_reported_as_the_blocker_and_the_cli_exits_2
         text=True,
         encoding="utf-8",
         timeout=300,
+        check=False,
     )
     assert p.returncode == 2
     assert json.loads(p.stdout)["blocked"].startswith("missing_import")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+
 from warpgrad.evals.run_cases import CaseScore, EvalRun, _grade_fix, run_suite, scoreboard, summarize
 from warpgrad.evals.suite import load_suite
 from warpgrad.tools.registry import ToolError, load_tools

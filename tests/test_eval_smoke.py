@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from warpgrad.evals.run_cases import run_suite
 
 # The checkout's suite: the graders (expected answers) are not in the wheel.

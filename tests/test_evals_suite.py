@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from warpgrad.evals.suite import CaseMeta, SuiteError, load_suite, main, write_evals_json
 
 # The checkout's suite: the graders (expected answers) are not in the wheel, so never the installed copy.

@@ -1,6 +1,7 @@
 """The FD engine's own safeguards, on objectives written in numpy (the engine never imports Warp)."""
 
 import numpy as np
+
 from warpgrad.tools import fd
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from warpgrad.tools.finish import FinishArgs, finish
 from warpgrad.tools.gate import check_finish
 from warpgrad.tools.ledger import Ledger

@@ -23,6 +23,7 @@ from test_gate import (
     the_fix,
     tracker_payload,
 )
+
 from warpgrad.tools.finish import FinishArgs, finish
 from warpgrad.tools.gate import RULES, check_finish
 from warpgrad.tools.ledger import Ledger
@@ -431,7 +432,7 @@ def test_gradients_correct_through_the_real_tools_on_a_correct_program(tmp_path)
 @pytest.mark.warp
 def test_warpgrad_run_takes_the_metric_and_refuses_a_bad_direction(metric_ws):
     base = [sys.executable, "-m", "warpgrad", "run", "sim.py", "--workspace", str(metric_ws), "--device", "cpu"]
-    p = subprocess.run(base + ["--metric", "x_T", "--metric-direction", "closer", "--metric-target", "1.0", "--json"],
+    p = subprocess.run([*base, "--metric", "x_T", "--metric-direction", "closer", "--metric-target", "1.0", "--json"],
                        capture_output=True, text=True, timeout=300, check=False, cwd=metric_ws)
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
@@ -439,7 +440,7 @@ def test_warpgrad_run_takes_the_metric_and_refuses_a_bad_direction(metric_ws):
     assert out["metric_values"] == [0.0] and out["metric_final"] == 0.0
     rec = Ledger(metric_ws).records()[-1]
     assert rec.kind == "run" and rec.payload["metric"]["name"] == "x_T" and rec.payload["metric_final"] == 0.0
-    bad = subprocess.run(base + ["--metric", "x_T", "--metric-direction", "sideways"], capture_output=True,
+    bad = subprocess.run([*base, "--metric", "x_T", "--metric-direction", "sideways"], capture_output=True,
                          text=True, timeout=300, check=False, cwd=metric_ws)
     assert bad.returncode == 2 and "metric_direction" in (bad.stdout + bad.stderr)
     assert len(Ledger(metric_ws).records()) == 1  # the refused call ran nothing and recorded nothing

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from warpgrad.tools.registry import load_tools
 from warpgrad.tools.tape import InspectTapeResult, inspect
 from warpgrad.tools.tape_hazards import hazards

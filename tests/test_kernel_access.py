@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import pytest
+
 from warpgrad.tools.kernel_access import analyze_kernel, analyze_source, summarize
 
 SOURCE = textwrap.dedent("""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
+
 from warpgrad.tools.ledger import Ledger, LedgerCorrupt
 
 

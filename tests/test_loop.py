@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 from scripted import ScriptedClient, message, text, tool_use, tool_uses
+
 from warpgrad.agent.context import cost_of, price_of, tool_params
 from warpgrad.agent.loop import Agent, AgentConfig, Events, LimitsExceeded
 from warpgrad.agent.trajectory import Trajectory, messages_of, read_events, totals_of

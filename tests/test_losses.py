@@ -2,17 +2,7 @@ from warpgrad.tools.losses import parse_losses, summarize
 
 
 def test_common_progress_lines_are_read_as_iteration_and_loss():
-    text = "\n".join(
-        [
-            "iter 0 loss 1.5",
-            "Iteration 1: loss=1.2e-1",
-            "step 2 | loss: 0.1",
-            "[3/10] loss 0.05",
-            "epoch 4, cost 0.01",
-            "setting up the scene",
-            "5 objective = nan",
-        ]
-    )
+    text = "iter 0 loss 1.5\nIteration 1: loss=1.2e-1\nstep 2 | loss: 0.1\n[3/10] loss 0.05\nepoch 4, cost 0.01\nsetting up the scene\n5 objective = nan"
     pts = parse_losses(text)
     assert [(p.iteration, p.value) for p in pts[:5]] == [(0, 1.5), (1, 0.12), (2, 0.1), (3, 0.05), (4, 0.01)]
     assert pts[5].iteration == 5 and pts[5].value != pts[5].value

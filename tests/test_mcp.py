@@ -13,6 +13,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from pydantic import BaseModel, Field
+
 from warpgrad.agent.host_config import build_plugin, print_config
 from warpgrad.agent.mcp_server import PROMPT_NAME, build_server
 from warpgrad.tools.registry import ToolSpec, load_tools
@@ -315,6 +316,7 @@ def test_a_model_finishing_a_session_over_mcp_reads_the_report_from_finish(tmp_p
     rule), does the missing piece, finishes, and reads the report from finish's own result, since
     read_file refuses .warpgrad/."""
     from test_gate import PROBE, SIM, build_fixed_chain
+
     from warpgrad.tools.workspace import WriteFileArgs, write_file
 
     (tmp_path / "sim.py").write_text(SIM, encoding="utf-8")

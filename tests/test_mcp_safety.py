@@ -13,6 +13,7 @@ import anyio
 import pytest
 from mcp import Client
 from pydantic import BaseModel, Field
+
 from warpgrad.agent.mcp_server import build_server
 from warpgrad.tools import workspace as ws_tools
 from warpgrad.tools.ledger import Ledger

@@ -3,6 +3,7 @@
 import textwrap
 
 import pytest
+
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 
 pytestmark = pytest.mark.warp

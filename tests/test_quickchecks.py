@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from warpgrad.tools.quickchecks import RULES, Finding, check_files, run_rules
 from warpgrad.tools.quickchecks.base import DOC_SECTIONS, REFERENCE_SECTIONS
 from warpgrad.tools.registry import ToolError, load_tools

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from test_gate import PROBE, SIM, build_fixed_chain, check_payload
+
 from warpgrad.tools.finish import FinishArgs, finish
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.report import build_report, render_markdown

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from warpgrad.tools.child_process import run_process, strip_warp_chatter
 from warpgrad.tools.registry import ToolError
 from warpgrad.tools.run_script import RunScriptArgs, run_script
@@ -102,6 +103,7 @@ def test_a_diverging_run_validates_against_the_schema_it_advertises(tmp_path):
     import json
 
     import jsonschema
+
     from warpgrad.tools.run_script import RunScriptResult
 
     r = run(tmp_path, "for i, v in enumerate([1.0, 3.5, float('inf'), float('nan')]):\n    print(f'iter {i} loss {v}')\n")

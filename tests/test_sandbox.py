@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from warpgrad.tools.child_process import run_harness, run_process
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.run_script import RunScriptArgs, run_script

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError
 from warpgrad.tools.shrink import ShrinkArgs, find_knobs, knob_category, rewrite_values, shrink
@@ -113,7 +114,8 @@ def test_rewriting_changes_only_the_chosen_values_and_keeps_every_comment_and_sp
         ('    wp.set_device("cuda:0")', '    wp.set_device("cpu")'),
     ]
     # same tree apart from those constants
-    strip = lambda src: [type(n).__name__ for n in ast.walk(ast.parse(src))]
+    def strip(src):
+        return [type(n).__name__ for n in ast.walk(ast.parse(src))]
     assert strip(out) == strip(SCRIPT)
 
 
@@ -158,7 +160,7 @@ def test_shrink_writes_a_copy_next_to_the_original_and_records_it(tmp_path):
 
 def test_shrink_refuses_unknown_knobs_and_never_overwrites_a_user_file(tmp_path):
     (tmp_path / "sim.py").write_text(SCRIPT, encoding="utf-8")
-    with pytest.raises(ToolError, match="unknown knob id.*NUM_PARTICLES=512"):
+    with pytest.raises(ToolError, match=r"unknown knob id.*NUM_PARTICLES=512"):
         shrink(ShrinkArgs(script="sim.py", values={"particles": 8}), tmp_path)
     with pytest.raises(ToolError, match="use force_cpu"):
         shrink(ShrinkArgs(script="sim.py", values={"device@28": 0}), tmp_path)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from programs import write_program
 from scripted import ScriptedClient, tool_use
+
 from warpgrad.agent import prompt
 from warpgrad.agent.loop import Agent, AgentConfig
 from warpgrad.tools.registry import load_tools

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import skills_ref
+
 from warpgrad.agent import prompt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,7 +319,7 @@ def test_references_are_listed_and_read_by_name_only():
     ]
     assert prompt.read_reference("quick-checks") == prompt.read_reference("quick-checks.md")
     assert prompt.read_reference("quick-checks").startswith("# Quick checks")
-    with pytest.raises(KeyError, match="available: case-studies.md"):
+    with pytest.raises(KeyError, match=r"available: case-studies\.md"):
         prompt.read_reference("../skill/SKILL.md")
 
 

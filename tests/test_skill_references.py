@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from warpgrad.agent import prompt
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from warpgrad.tools import tracker_parse as tracker
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.tracker import InstrumentArgs, instrument, run_tracker

@@ -3,6 +3,7 @@ and it updates parameters with warp.optim (whose own kernel writes in place outs
 
 import pytest
 from programs import HEADER, write_program
+
 from warpgrad.tools.tracker import run_tracker
 
 pytestmark = pytest.mark.warp

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, load_tools
 from warpgrad.tools.workspace import (

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from warpgrad.agent.context import run_tool
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, load_tools
@@ -63,7 +64,7 @@ def test_undo_never_creates_a_file_outside_the_workspace_from_a_crafted_index(ws
     outside.unlink(missing_ok=True)
     (ws / "victim").mkdir()
     _craft(ws, [{"path": rel, "before": sha(payload), "after": sha(b"")}], {"victim/../x": payload})
-    with pytest.raises(ToolError, match="outside the workspace|inside .warpgrad|not undone|damaged"):
+    with pytest.raises(ToolError, match=r"outside the workspace|inside \.warpgrad|not undone|damaged"):
         undo(ws, force=True)
     if not rel.startswith(".warpgrad"):
         assert not outside.exists()
@@ -181,7 +182,7 @@ def test_a_patch_killed_before_its_ledger_record_is_rolled_back_and_leaves_no_te
     edit_file(EditFileArgs(path="sim.py", old_text="b = 1", new_text="b = 3"), ws)
     assert (ws / "sim.py").read_text(encoding="utf-8") == "a = 1\nb = 3\n"
     assert list((ws / ".warpgrad" / "tmp").iterdir()) == []
-    assert not [p for p in ws.rglob("*.wgtmp")]
+    assert not list(ws.rglob("*.wgtmp"))
     patches = [r for r in Ledger(ws).read()[0] if r.kind == "patch"]
     assert len(patches) == 1 and patches[0].payload["backup_op"] == "0002"
     res = undo(ws)  # undo finds the real last patch, not the orphan
@@ -199,7 +200,7 @@ def test_undo_without_a_backup_folder_or_with_a_damaged_index_says_so(ws):
     edit_file(EditFileArgs(path="sim.py", old_text="a = 1", new_text="a = 2"), ws)
     index = ws / ".warpgrad" / "backups" / "index.jsonl"
     index.write_text(index.read_text(encoding="utf-8") + "{not json\n", encoding="utf-8")
-    with pytest.raises(ToolError, match="line 3 of .*index.jsonl is damaged"):
+    with pytest.raises(ToolError, match=r"line 3 of .*index\.jsonl is damaged"):
         undo(ws)
     import shutil
 

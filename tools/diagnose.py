@@ -234,7 +234,7 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
         for h in tape.hazards:
             rk.add(h.message.split(". ")[0][:160], h.rule or h.kind, h.file, h.line,
                    _HAZARD_WEIGHT[h.severity] * max(rk.compat(h.kind, "tape"), rk.compat(h.rule or "", "rule")),
-                   Evidence(source="tape", detail="; ".join([h.message] + h.evidence)[:600]),
+                   Evidence(source="tape", detail="; ".join([h.message, *h.evidence])[:600]),
                    None, None)
         for td in tape.tapes:
             no = td.nan_origin

@@ -439,7 +439,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
     def evaluate(batch):
         # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
         if baseline and "eval" not in base:
-            evs = ev.evaluate(iteration, [{}] + batch)
+            evs = ev.evaluate(iteration, [{}, *batch])
             base["eval"] = evs[0]
             evs = evs[1:]
         else:

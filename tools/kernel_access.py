@@ -390,7 +390,7 @@ class _Analyzer:
                     self.out.append((base[0], acc))
                 self.unresolved.extend(sub.unresolved)
                 return
-        for a, r in passed:
+        for _a, r in passed:
             if name.startswith(("wp.", "warp.")) or name in ("float", "int"):
                 self.add(r, "read", node, name, blind=blind)
             else:

@@ -13,6 +13,7 @@ status is also written, as `exit N` or `signal N`, to STATUS_FD when that is not
 The memory cap (`RLIMIT_AS`, 0 = none) is set in the command's process only, never on this one.
 """
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -62,10 +63,8 @@ def kill_all() -> None:
     me = os.getpid()
     while True:
         for pid in descendants(me):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         try:
             while True:
                 pid, _ = os.waitpid(-1, os.WNOHANG)

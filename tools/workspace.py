@@ -222,7 +222,8 @@ def read_file(args: ReadFileArgs, workspace: Path) -> ReadFileResult:
         raise ToolError(f"{rel} has {len(lines)} lines; start_line {start} is past the end")
     window = lines[start - 1 : start - 1 + args.max_lines]
     out = []
-    for i, line in enumerate(window, start):
+    for i, raw in enumerate(window, start):
+        line = raw
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + f" ... [{len(line) - MAX_LINE_CHARS} more characters]"
         out.append(f"{i}\t{line}")

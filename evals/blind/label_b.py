@@ -307,7 +307,7 @@ def main(argv=None) -> int:
                 cmd += ["--set", s]
             with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tf:
                 out_path = tf.name
-            subprocess.run(cmd + ["--json", out_path], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([*cmd, "--json", out_path], check=True, stdout=subprocess.DEVNULL)
             results.append(json.loads(Path(out_path).read_text()))
             os.unlink(out_path)
         for r in results:

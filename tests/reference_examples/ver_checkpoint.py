@@ -70,8 +70,8 @@ def checkpointed(seed_velocity=True):
         starts.append((wp.clone(x), wp.clone(v)))
         x, v = rollout(x, v, k, SEGMENT)
     seeds, seeded = None, []
-    for x0, v0 in reversed(starts):
-        x0, v0 = wp.clone(x0, requires_grad=True), wp.clone(v0, requires_grad=True)
+    for saved_x, saved_v in reversed(starts):
+        x0, v0 = wp.clone(saved_x, requires_grad=True), wp.clone(saved_v, requires_grad=True)
         tape = wp.Tape()
         with tape:
             if seeds is None:

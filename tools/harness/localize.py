@@ -45,10 +45,8 @@ def _entry_arrays(entry) -> tuple[list, list]:
         outs = [a for v in entry[4] for _, a in hooks.iter_arrays(v)]
         return ins, outs
     cl = {}
-    try:
+    with contextlib.suppress(AttributeError, ValueError):
         cl = dict(zip(entry.__code__.co_freevars, (c.cell_contents for c in (entry.__closure__ or ()))))
-    except (AttributeError, ValueError):
-        pass
     src, dest = cl.get("src"), cl.get("dest")
     return ([src] if isinstance(src, wp.array) else []), ([dest] if isinstance(dest, wp.array) else [])
 

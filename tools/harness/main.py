@@ -265,7 +265,7 @@ def run_batch(cfg: dict[str, Any]) -> None:
 
 
 def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
-    global SESSION
+    global SESSION  # noqa: PLW0603 - one session per child process; hooks find it here
     SESSION = session = Session(cfg, log)
     random.seed(cfg.get("seed", 0))
     import numpy as np
@@ -276,7 +276,7 @@ def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
 
     from . import hooks
 
-    specs = [MODES[cfg["mode"]]] + list(cfg.get("listeners", []))
+    specs = [MODES[cfg["mode"]], *list(cfg.get("listeners", []))]
     for spec in specs:
         listener = _load(spec)(session)
         session.listeners.append(listener)

@@ -22,6 +22,7 @@ What it records beyond `tape.launches`:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import zlib
 from typing import Any
@@ -67,10 +68,8 @@ def _stamp(entry, info: dict[str, Any]) -> None:
     if isinstance(entry, list) and len(entry) > 7 and isinstance(entry[7], dict):
         entry[7]["warpgrad"] = info
     elif callable(entry):
-        try:
+        with contextlib.suppress(AttributeError, TypeError):
             entry._warpgrad = info
-        except (AttributeError, TypeError):
-            pass
 
 
 def _stamp_of(entry) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def _flag(call: ast.Call, name: str) -> bool | None:
 
 def allocation_requires_grad(
     module: SourceModule, call: ast.Call, known: dict[tuple[Scope, str], bool | None], scope_node: ast.AST
-) -> bool | None | str:
+) -> bool | str | None:
     """requires_grad of an allocation call; "skip" when it is not an allocation we reason about."""
     name = module.wp_call(call)
     if name is None:

@@ -130,7 +130,7 @@ class Rule:
         """The docstring split into its `##` sections (plus "Use instead:"), keyed by heading."""
         doc = cls.__doc__ or ""
         parts: dict[str, str] = {}
-        heads = [m for m in re.finditer(r"^\s*(## [^\n]+|Use instead:)\s*$", doc, re.MULTILINE)]
+        heads = list(re.finditer(r"^\s*(## [^\n]+|Use instead:)\s*$", doc, re.MULTILINE))
         for i, m in enumerate(heads):
             end = heads[i + 1].start() if i + 1 < len(heads) else len(doc)
             parts[m.group(1).strip()] = doc[m.end() : end].strip()

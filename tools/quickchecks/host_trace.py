@@ -105,14 +105,14 @@ class Tracer:
             return [expr.id]
         if isinstance(expr, ast.Attribute):
             base = self.parts(expr.value, frame)
-            return base + ["." + expr.attr] if base else None
+            return [*base, "." + expr.attr] if base else None
         if isinstance(expr, ast.Subscript):
             base = self.parts(expr.value, frame)
             if not base:
                 return None
             tags = sorted(v for v in names_in(expr.slice) if v in frame.iter_tag)
             suffix = "@" + ",".join(f"{v}={frame.iter_tag[v]}" for v in tags) if tags else ""
-            return base + [f"[{ast.unparse(expr.slice)}{suffix}]"]
+            return [*base, f"[{ast.unparse(expr.slice)}{suffix}]"]
         return None
 
     def resolve_parts(self, parts: list[str], frame: Frame) -> tuple[Binding, bool]:
@@ -124,7 +124,7 @@ class Tracer:
         for p in parts[1:]:
             if canon in self.struct_objs and p.startswith("."):
                 via_struct = True
-            canon = canon + (p,)
+            canon = (*canon, p)
             h = self.heap.get(canon)
             if h is not None:
                 canon, rebind = h.canon, h.rebind or rebind
@@ -146,7 +146,7 @@ class Tracer:
         if not parts or len(parts) < 2:
             return
         prefix, _ = self.resolve_parts(parts[:-1], frame)
-        key = prefix.canon + (parts[-1],)
+        key = (*prefix.canon, parts[-1])
         for k in [k for k in self.heap if k[: len(key)] == key and len(k) > len(key)]:
             del self.heap[k]
         self.heap[key] = Binding(value.canon, value.rebind, struct_field=prefix.canon in self.struct_objs)
@@ -256,7 +256,7 @@ class Tracer:
                 it = self.resolve(stmt.iter, frame)
                 if isinstance(stmt.target, ast.Name):
                     base = it[0].canon if it else self.new_object("iter").canon
-                    frame.locals[stmt.target.id] = Binding(base + (f"[it{p}]",))
+                    frame.locals[stmt.target.id] = Binding((*base, f"[it{p}]"))
             self.run(stmt.body, frame)
         frame.iter_tag = saved
         if self.recording:

@@ -84,16 +84,16 @@ class MissingTapeZero(Rule):
                 if m.wp_call(node, {"Tape"}):
                     fresh_tape = True
                 elif (
-                    isinstance(func, ast.Attribute)
-                    and func.attr in ("zero", "reset", "zero_grad")
-                    or isinstance(func, ast.Attribute)
+                    (isinstance(func, ast.Attribute)
+                    and func.attr in ("zero", "reset", "zero_grad"))
+                    or (isinstance(func, ast.Attribute)
                     and func.attr in _ZEROING
-                    and (array_key(func.value) or "").endswith(".grad")
-                    or m.wp_call(node, {"copy"})
+                    and (array_key(func.value) or "").endswith(".grad"))
+                    or (m.wp_call(node, {"copy"})
                     and node.args
-                    and (array_key(node.args[0]) or "").endswith(".grad")
-                    or m.wp_call(node, {"launch"})
-                    and _launch_stores_grad(project, m, node)
+                    and (array_key(node.args[0]) or "").endswith(".grad"))
+                    or (m.wp_call(node, {"launch"})
+                    and _launch_stores_grad(project, m, node))
                 ):
                     cleared = True
                 elif m.wp_call(node, ALLOCATORS) and is_const(

@@ -688,8 +688,8 @@ def analyze_kernel(info: KernelInfo, project: Project, stack: tuple[str, ...] = 
             for t in targets:
                 for sub in ast.walk(t):
                     if (
-                        isinstance(sub, ast.Subscript)
-                        and isinstance(sub.ctx, ast.Store)
+                        (isinstance(sub, ast.Subscript)
+                        and isinstance(sub.ctx, ast.Store))
                         or (
                             isinstance(sub, ast.Attribute)
                             and isinstance(sub.value, ast.Subscript)
@@ -730,7 +730,7 @@ def analyze_kernel(info: KernelInfo, project: Project, stack: tuple[str, ...] = 
                     continue
                 if callee is not None and callee.name not in stack and i < len(callee.params):
                     if not callee.reads and not callee.writes:
-                        analyze_kernel(callee, project, stack + (info.name,))
+                        analyze_kernel(callee, project, (*stack, info.name))
                     cp = callee.params[i]
                     for src, dst in (
                         (callee.reads, info.reads),

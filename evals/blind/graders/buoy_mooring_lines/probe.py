@@ -34,9 +34,9 @@ def loss():
         force[:, 2] += f.lift
         for j in range(4):
             d = x - anchors[:, j]
-            l = np.linalg.norm(d, axis=1)
-            t = f.k_line * _softplus(l - rest[:, j], f.beta)
-            force -= (t / l)[:, None] * d
+            ln = np.linalg.norm(d, axis=1)
+            t = f.k_line * _softplus(ln - rest[:, j], f.beta)
+            force -= (t / ln)[:, None] * d
         u = cur - v
         force += f.c_quad * np.linalg.norm(u, axis=1)[:, None] * u + f.c_lin * u
         v = v + force * f.dt

@@ -54,7 +54,8 @@ def loss():
     idx = c.idx.numpy()
     rest = c.rest.numpy().astype(np.float64)
     free = 1.0 - c.pinned.numpy().astype(np.float64)
-    f32 = lambda a: np.float64(np.float32(a))
+    def f32(a):
+        return np.float64(np.float32(a))
     wind = np.array([1.5, 0.0, 0.5])
     g = np.array([0.0, f32(-9.81), 0.0])
     mass, drag, dt = f32(c.mass), f32(c.drag), f32(c.dt)

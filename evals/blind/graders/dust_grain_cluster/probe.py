@@ -36,7 +36,8 @@ def script_loss():
 
 def loss():
     ln = _launcher
-    f32 = lambda a: np.float64(np.float32(a))
+    def f32(a):
+        return np.float64(np.float32(a))
     v = _v0.numpy().astype(np.float64)
     x = np.zeros_like(v)
     g = np.array([0.0, 0.0, f32(-9.81)])

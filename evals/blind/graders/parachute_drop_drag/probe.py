@@ -36,7 +36,8 @@ def script_loss():
 
 def loss():
     j = _jumpers
-    f32 = lambda a: np.float64(np.float32(a))
+    def f32(a):
+        return np.float64(np.float32(a))
     cd = _cd.numpy().astype(np.float64)
     k = 0.5 * f32(RHO_AIR) * cd * j.area.numpy().astype(np.float64) / j.mass.numpy().astype(np.float64)
     dt = f32(j.dt)

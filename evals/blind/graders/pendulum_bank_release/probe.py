@@ -30,8 +30,8 @@ def params():
 def grad():
     for k, p in _opt.params.items():
         p.grad.assign(_left_grads[k])
-    tape, l = train.forward(_bank, _theta0, _omega0, _goal)
-    g = _opt.gradients(tape, l)
+    tape, ln = train.forward(_bank, _theta0, _omega0, _goal)
+    g = _opt.gradients(tape, ln)
     for k, p in _opt.params.items():
         p.grad.assign(_left_grads[k])
     return g
@@ -43,7 +43,8 @@ def script_loss():
 
 def loss():
     b = _bank
-    f32 = lambda a: np.float64(np.float32(a))
+    def f32(a):
+        return np.float64(np.float32(a))
     th = _theta0.numpy().astype(np.float64)
     om = _omega0.numpy().astype(np.float64)
     gl = b.g_over_l.numpy().astype(np.float64)

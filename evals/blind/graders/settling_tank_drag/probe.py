@@ -37,7 +37,8 @@ def script_loss():
 
 def loss():
     t = _tank
-    f32 = lambda a: np.float64(np.float32(a))
+    def f32(a):
+        return np.float64(np.float32(a))
     b = _drag.numpy().astype(np.float64)
     dt, g = f32(t.dt), f32(t.g_eff)
     depth = np.zeros(t.n)

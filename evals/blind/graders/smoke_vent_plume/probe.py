@@ -27,8 +27,8 @@ def params():
 
 
 def grad():
-    tape, l = _prob.record()
-    tape.backward(l)
+    tape, ln = _prob.record()
+    tape.backward(ln)
     return _opt.read_grads(tape)
 
 
@@ -38,7 +38,8 @@ def script_loss():
 
 def loss():
     g = _prob.grid
-    f32 = lambda a: np.float64(np.float32(a))
+    def f32(a):
+        return np.float64(np.float32(a))
     n = g.n
     rate = _prob.rate.numpy().astype(np.float64)
     src = np.zeros((n, n))

@@ -31,8 +31,8 @@ def grad():
 
 
 def script_loss():
-    l, _ = train.loss_and_grad(_chain, _k.numpy(), _target)
-    return float(l)
+    ln, _ = train.loss_and_grad(_chain, _k.numpy(), _target)
+    return float(ln)
 
 
 def loss():

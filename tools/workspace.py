@@ -162,7 +162,9 @@ def workspace_overview(args: WorkspaceOverviewArgs, workspace: Path) -> Workspac
 
     root = Path(workspace).resolve()
     created = created_files(root)
-    files, entries, knobs = [], [], {}
+    files: list[FileEntry] = []
+    entries: list[EntryPoint] = []
+    knobs: dict[str, list[dict[str, Any]]] = {}
     truncated = False
     for p in iter_files(root, args.glob):
         rel = p.relative_to(root).as_posix()

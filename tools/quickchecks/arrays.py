@@ -195,14 +195,13 @@ def build_index(project: Project) -> ArrayIndex:
         known: dict[tuple[Scope, str], bool | None] = {}
         for node in module.nodes:
             if isinstance(node, ast.Assign):
-                targets = [t for t in node.targets if array_key(t) is not None]
+                targets = [(t, key) for t in node.targets if (key := array_key(t)) is not None]
                 value, suffix = node.value, ""
                 if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
                     value, suffix = value.elt, "[]"
                 elif isinstance(value, (ast.List, ast.Tuple)) and value.elts:
                     value, suffix = value.elts[0], "[]"
-                for t in targets:
-                    key = array_key(t)
+                for _, key in targets:
                     if key.endswith(".grad"):  # `y.grad = wp.array(seed)`: y gets a gradient buffer
                         owner = key[: -len(".grad")]
                         index.flag_set.add((scope_of(module, node, owner), base_key(owner), "requires_grad"))
@@ -212,10 +211,8 @@ def build_index(project: Project) -> ArrayIndex:
                             (scope_of(module, node, owner), base_key(owner), key.rsplit(".", 1)[1])
                         )
                 if isinstance(value, ast.Call):
-                    for t in targets:
-                        _add_allocation(
-                            index, module, value, base_key(array_key(t)) + suffix, t, known, helpers
-                        )
+                    for t, key in targets:
+                        _add_allocation(index, module, value, base_key(key) + suffix, t, known, helpers)
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -223,11 +220,9 @@ def build_index(project: Project) -> ArrayIndex:
                 and node.args
                 and isinstance(node.args[-1], ast.Call)
             ):
-                owner = array_key(node.func.value)
-                if owner is not None:
-                    _add_allocation(
-                        index, module, node.args[-1], base_key(owner) + "[]", node, known, helpers
-                    )
+                seq = array_key(node.func.value)
+                if seq is not None:
+                    _add_allocation(index, module, node.args[-1], base_key(seq) + "[]", node, known, helpers)
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

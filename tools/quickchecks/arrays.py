@@ -10,11 +10,13 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Literal
 
 from .source import (
     ALLOCATORS,
     LIKE_ALLOCATORS,
     Access,
+    HostFunction,
     Project,
     SourceModule,
     array_key,
@@ -123,7 +125,7 @@ def _flag(call: ast.Call, name: str) -> bool | None:
 
 def allocation_requires_grad(
     module: SourceModule, call: ast.Call, known: dict[tuple[Scope, str], bool | None], scope_node: ast.AST
-) -> bool | str | None:
+) -> bool | Literal["skip"] | None:
     """requires_grad of an allocation call; "skip" when it is not an allocation we reason about."""
     name = module.wp_call(call)
     if name is None:
@@ -146,9 +148,13 @@ def allocation_requires_grad(
     return "skip"
 
 
-def _helpers(project: Project) -> dict[str, tuple[ast.Call, ast.FunctionDef, SourceModule]]:
+Helpers = dict[str, tuple[ast.Call, HostFunction, SourceModule]]
+"""Name -> (the allocation it returns, the function, its module)."""
+
+
+def _helpers(project: Project) -> Helpers:
     """Project functions that just return a fresh allocation (`def alloc(n): return wp.zeros(n)`)."""
-    out = {}
+    out: Helpers = {}
     for name, defs in project.host_functions.items():
         if len(defs) != 1:
             continue
@@ -164,7 +170,7 @@ def _helpers(project: Project) -> dict[str, tuple[ast.Call, ast.FunctionDef, Sou
 
 
 def _helper_requires_grad(
-    call: ast.Call, alloc: ast.Call, fn: ast.FunctionDef, module: SourceModule
+    call: ast.Call, alloc: ast.Call, fn: HostFunction, module: SourceModule
 ) -> bool | None:
     v = kwarg(alloc, "requires_grad")
     if v is None:
@@ -279,12 +285,12 @@ def _add_allocation(
     key: str,
     at: ast.AST,
     known: dict[tuple[Scope, str], bool | None],
-    helpers: dict,
+    helpers: Helpers,
 ) -> None:
     scope = scope_of(module, at, key)
-    rg = allocation_requires_grad(module, call, known, at)
+    found = allocation_requires_grad(module, call, known, at)
     helper = None
-    if rg == "skip":
+    if found == "skip":
         name = (
             call.func.id
             if isinstance(call.func, ast.Name)
@@ -296,9 +302,10 @@ def _add_allocation(
         rg, helper = _helper_requires_grad(call, alloc, fn, hmod), name
         retain = _flag(alloc, "retain_grad") is True
     else:
+        rg = found
         retain = _flag(call, "retain_grad") is True
-    known[(scope, key)] = rg  # type: ignore[assignment]
-    index.allocations.append(Allocation(module, call, key, scope, rg, retain, helper))  # type: ignore[arg-type]
+    known[(scope, key)] = rg
+    index.allocations.append(Allocation(module, call, key, scope, rg, retain, helper))
 
 
 def project_arrays(project: Project) -> ArrayIndex:

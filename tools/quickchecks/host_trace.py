@@ -22,6 +22,7 @@ from .source import (
     ALLOCATORS,
     HOST_WRITES,
     LIKE_ALLOCATORS,
+    HostFunction,
     Project,
     SourceModule,
     names_in,
@@ -341,7 +342,7 @@ class Tracer:
         return self.new_object("value")
 
     def inline(
-        self, call: ast.Call, module: SourceModule, fn: ast.FunctionDef, frame: Frame
+        self, call: ast.Call, module: SourceModule, fn: HostFunction, frame: Frame
     ) -> Binding | None:
         inner = Frame(module, func=fn)
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]

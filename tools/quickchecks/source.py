@@ -18,6 +18,7 @@ from typing import TypeVar, cast
 
 T = TypeVar("T")
 N = TypeVar("N", bound=ast.AST)
+HostFunction = ast.FunctionDef | ast.AsyncFunctionDef
 
 KERNEL_DECORATORS = {"kernel", "func", "func_grad", "func_replay", "func_native"}
 ALLOCATORS = {"zeros", "empty", "full", "ones", "array", "from_numpy"}
@@ -427,18 +428,18 @@ class Project:
         return out
 
     @cached_property
-    def host_functions(self) -> dict[str, list[tuple[SourceModule, ast.FunctionDef]]]:
+    def host_functions(self) -> dict[str, list[tuple[SourceModule, HostFunction]]]:
         """Name -> plain Python functions/methods defined in the project (kernels excluded)."""
-        out: dict[str, list[tuple[SourceModule, ast.FunctionDef]]] = {}
+        out: dict[str, list[tuple[SourceModule, HostFunction]]] = {}
         for m in self.modules:
             for node in m.nodes:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not m.is_kernel_def(node):
-                    out.setdefault(node.name, []).append((m, node))  # type: ignore[arg-type]
+                    out.setdefault(node.name, []).append((m, node))
         return out
 
     def resolve_call(
         self, module: SourceModule, call: ast.Call
-    ) -> list[tuple[SourceModule, ast.FunctionDef]]:
+    ) -> list[tuple[SourceModule, HostFunction]]:
         """Project functions a host call may run: `f()`, `self.m()`, `obj.m()`, `mod.f()`."""
         func = call.func
         if isinstance(func, ast.Name):
@@ -468,7 +469,9 @@ class Project:
             if owner == "":
                 return []  # an object built by library code (an optimizer, a torch module)
             if owner is not None:
-                return [(m, f) for m, f in methods if m.parents[f].name == owner]  # type: ignore[attr-defined]
+                return [
+                    (m, f) for m, f in methods if isinstance(c := m.parents.get(f), ast.ClassDef) and c.name == owner
+                ]
             # A method call on some object: every project method of that name is a candidate (callers
             # that need a single target, like the tracer, check the count).
             return methods if len(methods) <= 3 else []

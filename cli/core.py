@@ -38,6 +38,7 @@ def rel_to(ws: Path, p: Path) -> str: ...
 @overload
 def rel_to(ws: Path, p: Path | None) -> str | None: ...
 def rel_to(ws: Path, p: Path | None) -> str | None:
+    """`p` as a workspace-relative POSIX path when it lies inside `ws`, else as given (None stays None)."""
     if p is None:
         return None
     rp = p.resolve()

@@ -104,7 +104,8 @@ def preview_diff(name: str, args: dict[str, Any], workspace: Path) -> str:
     if isinstance(args.get("diff"), str):
         return args["diff"]
     try:
-        from ..tools.workspace import resolve_path, unified_diff
+        from ..tools.patch import unified_diff
+        from ..tools.workspace import resolve_path
 
         target = resolve_path(workspace, args["path"])
         old = target.read_text(encoding="utf-8")

@@ -48,7 +48,7 @@ INSTRUCTIONS = (
 )
 
 
-def _text(s: str) -> list[types.TextContent]:
+def _text(s: str) -> list[types.ContentBlock]:
     return [types.TextContent(type="text", text=s)]
 
 

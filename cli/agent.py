@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 
+References = Literal["auto", "tool", "inline"]
 Host = Literal["claude-code", "claude-desktop", "cursor", "claude-code-hooks"]
 
 
@@ -37,7 +38,7 @@ def chat_cmd(
     max_cost: Annotated[float, typer.Option(help="Most USD of token usage.")] = 5.0,
     max_minutes: Annotated[float, typer.Option(help="Most wall-clock minutes per turn.")] = 60.0,
     references: Annotated[
-        str, typer.Option(help="auto | tool (read on demand) | inline (in the prompt).")
+        References, typer.Option(help="auto | tool (read on demand) | inline (in the prompt).")
     ] = "auto",
     stream: Annotated[bool, typer.Option(help="Stream the model's text as it is written.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary at the end.")] = False,

@@ -6,13 +6,17 @@ import json
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, overload
 
 import click
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from ..tools.gradcheck import GradcheckResult
+    from ..tools.registry import ToolSpec
 
 console = Console(stderr=True)
 out = Console()
@@ -29,7 +33,12 @@ def workspace_for(script: Path | None, workspace: Path | None) -> Path:
     return cwd if s.is_relative_to(cwd) else s.parent
 
 
+@overload
+def rel_to(ws: Path, p: Path) -> str: ...
+@overload
+def rel_to(ws: Path, p: Path | None) -> str | None: ...
 def rel_to(ws: Path, p: Path | None) -> str | None:
+    """`p` as a workspace-relative POSIX path when it lies inside `ws`, else as given (None stays None)."""
     if p is None:
         return None
     rp = p.resolve()
@@ -40,7 +49,7 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.6g}"
 
 
-def render_gradcheck(r) -> None:
+def render_gradcheck(r: GradcheckResult) -> None:
     colour = {True: "green", False: "red", None: "yellow"}[r.passed]
     verdict = {True: "gradients match finite differences", False: "GRADIENTS ARE WRONG", None: "no verdict"}[r.passed]
     out.print(f"[bold {colour}]{verdict}[/]  signature: [bold]{r.signature}[/]"
@@ -107,9 +116,11 @@ def gradcheck_cmd(
 
     ws = workspace_for(script or probe, workspace)
     try:
-        args = GradcheckArgs(script=rel_to(ws, script), probe=rel_to(ws, probe), args=list(ctx.args), params=param or [],
-                             iteration=iteration, objective=objective, directions=directions, elements=elements,
-                             device=device, timeout_s=timeout, record=record)
+        # The options are plain strings (`--device`); the model validates them and its error names the field.
+        args = GradcheckArgs.model_validate({
+            "script": rel_to(ws, script), "probe": rel_to(ws, probe), "args": list(ctx.args), "params": param or [],
+            "iteration": iteration, "objective": objective, "directions": directions, "elements": elements,
+            "device": device, "timeout_s": timeout, "record": record})
         if as_json:
             r = gradcheck(args, ws)
         else:
@@ -146,16 +157,20 @@ def run_cmd(
 
     ws = workspace_for(script, workspace)
     try:
-        r = run_script(RunScriptArgs(script=rel_to(ws, script), args=list(ctx.args), timeout_s=timeout, device=device,
-                                     record=record, metric=metric, metric_regex=metric_regex,
-                                     metric_direction=metric_direction, metric_target=metric_target), ws)
+        # Plain-string options (`--device`, `--metric-direction`) are validated by the model, whose error
+        # names the field (`metric_direction`), rather than by click.
+        args = RunScriptArgs.model_validate({
+            "script": rel_to(ws, script), "args": list(ctx.args), "timeout_s": timeout, "device": device,
+            "record": record, "metric": metric, "metric_regex": metric_regex,
+            "metric_direction": metric_direction, "metric_target": metric_target})
+        r = run_script(args, ws)
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from None
     if as_json:
         print(r.model_dump_json(indent=2))
     else:
-        status = "[green]ran[/]" if r.ok else f"[red]failed[/]: {r.error.kind}: {r.error.message}"
+        status = "[green]ran[/]" if r.ok else "[red]failed[/]" + (f": {r.error.kind}: {r.error.message}" if r.error else "")
         out.print(f"{r.script}: {status} in {r.wall_s:.1f} s (Warp {r.warp_version}, {r.device})")
         if r.loss_trajectory:
             out.print(f"loss: {len(r.loss_trajectory)} points, first {r.loss_trajectory[0]:.6g}, last "
@@ -184,8 +199,8 @@ def _click_type(annotation: Any) -> tuple[Any, bool]:
     return str, False  # nested models: pass JSON
 
 
-def tool_command(spec) -> click.Command:
-    params = []
+def tool_command(spec: ToolSpec) -> click.Command:
+    params: list[click.Parameter] = []
     for name, field in spec.args.model_fields.items():
         ctype, multiple = _click_type(field.annotation)
         opt = "--" + name.replace("_", "-")

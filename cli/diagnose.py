@@ -106,8 +106,10 @@ def diagnose_cmd(
 
     ws = workspace_for(script, workspace)
     try:
-        args = DiagnoseArgs(script=rel_to(ws, script), args=list(ctx.args), iteration=iteration, params=param or [],
-                            objective=objective, bisect=bisect, device=device, timeout_s=timeout, record=record)
+        # `--bisect` and `--device` are plain strings; the model validates them and its error names the field.
+        args = DiagnoseArgs.model_validate({
+            "script": rel_to(ws, script), "args": list(ctx.args), "iteration": iteration, "params": param or [],
+            "objective": objective, "bisect": bisect, "device": device, "timeout_s": timeout, "record": record})
         if as_json:
             r = run_diagnose(args, ws)
         else:

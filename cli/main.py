@@ -7,6 +7,7 @@ import importlib
 
 import click
 import typer
+from typer.core import TyperGroup
 
 app = typer.Typer(
     name="warpgrad",
@@ -34,12 +35,16 @@ def build() -> typer.Typer:
     return app
 
 
-def command() -> click.Group:
+def command() -> TyperGroup:
     """The whole command tree: typer's commands plus `tool NAME` generated from the registry."""
     from .core import ToolGroup
 
     group = typer.main.get_command(build())
-    group.add_command(ToolGroup("tool", help="Run any registered tool; options come from its input model."))
+    if not isinstance(group, TyperGroup):  # typer builds a group whenever an app has several commands
+        raise TypeError(f"expected a command group, got {type(group).__name__}")
+    tools = ToolGroup("tool", help="Run any registered tool; options come from its input model.")
+    # typer vendors its own copy of click; its group calls a `click.Group` child through the same methods.
+    group.add_command(tools)  # type: ignore[arg-type]
     return group
 
 

@@ -194,6 +194,8 @@ class GraderVerdict(BaseModel):
 def run_autopilot(case: CaseMeta, ws: Path, score: CaseScore) -> None:
     from ..tools.diagnose import DiagnoseArgs, run_diagnose
 
+    if case.entry is None:
+        raise ValueError(f"case {case.id} names no entry script: autopilot has nothing to diagnose")
     r = run_diagnose(DiagnoseArgs(script=case.entry, timeout_s=120), ws)
     (ws.parent / f"{ws.name}.diagnose.json").write_text(r.model_dump_json(indent=2), encoding="utf-8")
     score.verdict = _verdict(r.gradients_wrong) if r.ok else None
@@ -226,7 +228,7 @@ def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
     finishes = [r for r in records if r.kind == "finish"]
     if finishes:
         outcome = finishes[-1].payload.get("outcome")
-        score.gate_satisfied = bool(outcome) and check_finish(ws, outcome).accepted
+        score.gate_satisfied = isinstance(outcome, str) and bool(outcome) and check_finish(ws, outcome).accepted
     score.triggered = any(r.kind in ("gradcheck", "diagnose", "tracker") for r in records)
 
 

@@ -239,3 +239,23 @@ def test_noqa_comment_silences_one_rule_on_one_line(tmp_path: Path):
     )
     codes = {(f.code, f.path) for f in run_rules([train, ws / "sim" / "kernels.py"], ws)}
     assert ("WG003", "train.py") not in codes and ("WG002", "sim/kernels.py") in codes
+
+
+def test_a_negative_float_loop_bound_does_not_crash_the_checks(tmp_path: Path):
+    """`range(-1.5, 4)` is no compile-time bound; WG009 once negated the literal and called range() on it
+    (TypeError: the whole check failed). It is judged like any other unknown bound: a dynamic loop."""
+    src = tmp_path / "train.py"
+    src.write_text(
+        "import warp as wp\n\n\n"
+        "@wp.kernel\n"
+        "def prod(x: wp.array(dtype=float), out: wp.array(dtype=float)):\n"
+        "    p = float(1.0)\n"
+        "    for i in range(-1.5, 4):\n"
+        "        p = p * x[0]\n"
+        "    out[0] = p\n\n\n"
+        "tape = wp.Tape()\n",
+        encoding="utf-8",
+    )
+    report = check_files([src], tmp_path, select=["WG009"])
+    assert not report.errors
+    assert [(f.code, f.line) for f in report.findings] == [("WG009", 7)]

@@ -93,6 +93,23 @@ def test_find_knobs_reads_constants_defaults_argparse_keywords_loops_and_devices
     }
     assert knobs["sim_substeps"].suggested == 10  # fewer substeps can destabilise the sim: never suggested
     assert knobs["NUM_PARTICLES"].suggested == 16 and knobs["train_iters"].suggested == 3
+    assert knobs["device@13"].suggested == knobs["device@28"].suggested == "cpu"
+
+
+def test_keyword_only_defaults_are_knobs_and_a_keyword_without_default_is_skipped():
+    src = "def simulate(*, device, num_steps=100, label='cuda'):\n    pass\n"
+    assert [(k.id, k.kind, k.value) for k in find_knobs(src)] == [("num_steps", "function_default", 100)]
+
+
+def test_bisect_refuses_a_device_other_than_cpu_before_running_anything(tmp_path):
+    from pydantic import ValidationError
+
+    from warpgrad.tools.registry import load_tools
+
+    (tmp_path / "s.py").write_text("NUM_STEPS = 8\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match="device"):
+        load_tools()["bisect"].call({"script": "s.py", "device": "gpu"}, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.py"]
 
 
 def test_rewriting_changes_only_the_chosen_values_and_keeps_every_comment_and_space():

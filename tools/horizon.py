@@ -10,6 +10,7 @@ finder), in a temporary copy written next to the script so its imports resolve; 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -31,7 +32,7 @@ class BisectArgs(BaseModel):
     args: list[str] = Field(default_factory=list, description="Arguments passed to the script.")
     iteration: int | None = Field(None, ge=0, description="Training iteration to check (as in gradcheck).")
     params: list[str] = Field(default_factory=list, description="Parameters to check (as in gradcheck).")
-    device: str | None = Field(None, description="'cpu' forces Warp onto the CPU.")
+    device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU.")
     timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit of each run.")
     record: bool = Field(True, description="Append the result to the evidence ledger.")
 

@@ -135,8 +135,8 @@ def summarize(accesses: list[Access]) -> AccessSummary:
             s.write_lines.append(a.line)
         s.inplace |= a.kind == "inplace"
         s.conservative |= a.kind == "unknown"
-    writes = [a for a in accesses if a.kind in ("write", "accumulate", "inplace", "unknown")]
-    s.accumulate_only = bool(writes) and all(a.kind == "accumulate" for a in writes)
+    stores = [a for a in accesses if a.kind in ("write", "accumulate", "inplace", "unknown")]
+    s.accumulate_only = bool(stores) and all(a.kind == "accumulate" for a in stores)
     # A write inside a loop may precede a read that comes earlier in the source: source order is an
     # approximation that errs towards reporting.
     return s

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, WithJsonSchema
 
@@ -55,13 +55,14 @@ def parse_losses(text: str) -> list[LossPoint]:
     return points
 
 
-def summarize(points: list[LossPoint]) -> dict:
+def summarize(points: list[LossPoint]) -> dict[str, Any]:
     """Shape of a trajectory: first/last/best, non-finite, and whether it improved, diverged or stalled."""
     if not points:
         return {"n": 0}
     vals = [p.value for p in points]
     finite = [v for v in vals if math.isfinite(v)]
-    out = {"n": len(vals), "first": vals[0], "last": vals[-1], "nonfinite": len(vals) - len(finite)}
+    # Mixed value types (counts, losses, the trend's name); the callers copy it into their result models.
+    out: dict[str, Any] = {"n": len(vals), "first": vals[0], "last": vals[-1], "nonfinite": len(vals) - len(finite)}
     if finite:
         out["best"] = min(finite)
     if len(finite) >= 2 and math.isfinite(vals[-1]):

@@ -76,5 +76,7 @@ class MetricSpec(BaseModel):
         if self.direction == "higher":
             return -v
         if self.direction == "closer":
-            return abs(v - float(self.target))  # type: ignore[arg-type]  # validated finite
+            if self.target is None:  # the model's validator refuses this combination
+                raise ValueError("direction 'closer' needs a target")
+            return abs(v - self.target)
         return v

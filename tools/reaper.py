@@ -118,10 +118,10 @@ def main(argv: list[str]) -> int:
         os.write(status_fd, word.encode())
         os.close(status_fd)
     if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        return 128 + sig
+        died_of = os.WTERMSIG(status)  # an int: real-time signals have no `signal.Signals` member
+        signal.signal(died_of, signal.SIG_DFL)
+        os.kill(os.getpid(), died_of)
+        return 128 + died_of
     return os.WEXITSTATUS(status)
 
 

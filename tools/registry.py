@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -69,6 +69,9 @@ class ToolSpec:
 
 TOOLS: dict[str, ToolSpec] = {}
 
+# The decorator hands back the function itself, so callers keep its precise signature and result type.
+ToolFn = TypeVar("ToolFn", bound=Callable[..., BaseModel])
+
 # Modules whose import registers tools. Order is the order the model sees them in.
 TOOL_MODULES = [
     "warpgrad.tools.workspace",
@@ -87,10 +90,10 @@ TOOL_MODULES = [
 def tool(
     *, args: type[BaseModel], result: type[BaseModel], name: str | None = None, read_only: bool = True,
     long_running: bool = False,
-) -> Callable[[Callable[..., BaseModel]], Callable[..., BaseModel]]:
+) -> Callable[[ToolFn], ToolFn]:
     """Register `fn` as a tool. The name defaults to the function name."""
 
-    def register(fn: Callable[..., BaseModel]) -> Callable[..., BaseModel]:
+    def register(fn: ToolFn) -> ToolFn:
         doc = inspect.getdoc(fn)
         if not doc:
             raise TypeError(f"tool {fn.__name__} needs a docstring: it is what the model reads")

@@ -44,6 +44,7 @@ REAPER = Path(__file__).with_name("reaper.py")
 
 Isolation = Literal["bwrap", "subreaper"]
 Request = Literal["auto", "bwrap", "subreaper"]
+_REQUESTS: dict[str, Request] = {"auto": "auto", "bwrap": "bwrap", "subreaper": "subreaper"}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -81,9 +82,10 @@ def requested_isolation(env: Mapping[str, str] | None = None) -> Request:
         ValueError: The variable holds something other than auto, bwrap or subreaper.
     """
     raw = (os.environ if env is None else env).get(SANDBOX_ENV, "auto").strip().lower() or "auto"
-    if raw not in ("auto", "bwrap", "subreaper"):
+    request = _REQUESTS.get(raw)
+    if request is None:
         raise ValueError(f"{SANDBOX_ENV}={raw!r}: use auto, bwrap or subreaper")
-    return raw  # type: ignore[return-value]
+    return request
 
 
 def network_requested(env: Mapping[str, str] | None = None) -> bool:

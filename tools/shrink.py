@@ -12,7 +12,7 @@ import ast
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -77,9 +77,20 @@ def _int_literal(node: ast.AST | None) -> int | None:
     return None
 
 
-def _cuda_literal(node: ast.AST | None) -> bool:
-    return (isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and re.fullmatch(r"cuda(:\d+)?", node.value) is not None)
+def _cuda_literal(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"cuda(:\d+)?", node.value):
+        return node.value
+    return None
+
+
+class _Found(NamedTuple):
+    """A knob candidate: the literal's node (its span) and its value, an int or a device string."""
+
+    name: str
+    kind: str
+    category: str
+    node: ast.Constant
+    value: int | str
 
 
 def _target_name(t: ast.AST) -> str | None:
@@ -101,15 +112,17 @@ def find_knobs(source: str) -> list[Knob]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    found: list[tuple[str, str, str, ast.Constant]] = []  # name, kind, category, literal node
+    found: list[_Found] = []
 
     def add(name: str, kind: str, node: ast.AST | None) -> None:
-        if _cuda_literal(node):
-            if "device" in name.lower():
-                found.append((name, kind, "device", node))  # type: ignore[arg-type]
+        if not isinstance(node, ast.Constant):
             return
-        if _int_literal(node) is not None and (cat := knob_category(name)):
-            found.append((name, kind, cat, node))  # type: ignore[arg-type]
+        if (device := _cuda_literal(node)) is not None:
+            if "device" in name.lower():
+                found.append(_Found(name, kind, "device", node, device))
+            return
+        if (n := _int_literal(node)) is not None and (cat := knob_category(name)):
+            found.append(_Found(name, kind, cat, node, n))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -127,8 +140,8 @@ def find_knobs(source: str) -> list[Knob]:
             pos = a.posonlyargs + a.args
             for arg, d in zip(pos[len(pos) - len(a.defaults):], a.defaults, strict=True):
                 add(arg.arg, "function_default", d)
-            for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-                add(arg.arg, "function_default", d)
+            for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):  # None: no default
+                add(arg.arg, "function_default", kw_default)
         elif isinstance(node, ast.Call):
             fname = node.func.attr if isinstance(node.func, ast.Attribute) else (
                 node.func.id if isinstance(node.func, ast.Name) else "")
@@ -148,17 +161,17 @@ def find_knobs(source: str) -> list[Knob]:
         elif isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) \
                 and node.iter.func.id == "range" and 1 <= len(node.iter.args) <= 2:
             stop = node.iter.args[-1]
-            if _int_literal(stop) is not None:
-                found.append((f"range@{stop.lineno}", "loop", "loop", stop))  # type: ignore[arg-type]
+            if isinstance(stop, ast.Constant) and (n := _int_literal(stop)) is not None:
+                found.append(_Found(f"range@{stop.lineno}", "loop", "loop", stop, n))
 
-    found.sort(key=lambda f: (f[3].lineno, f[3].col_offset))
+    found.sort(key=lambda f: (f.node.lineno, f.node.col_offset))
     counts: dict[str, int] = {}
-    for name, *_ in found:
-        counts[name] = counts.get(name, 0) + 1
+    for f in found:
+        counts[f.name] = counts.get(f.name, 0) + 1
     knobs = []
-    for name, kind, cat, node in found:
-        v = node.value
-        sug: int | str = "cpu" if cat == "device" else min(v, _SUGGEST.get(cat, v))
+    for name, kind, cat, node, v in found:
+        # Device strings (category "device") are suggested the CPU; counts a smaller value.
+        sug: int | str = "cpu" if isinstance(v, str) else min(v, _SUGGEST.get(cat, v))
         knobs.append(Knob(
             id=name if counts[name] == 1 or kind == "loop" else f"{name}@{node.lineno}", name=name, kind=kind,
             category=cat, value=v, suggested=sug, line=node.lineno, col=node.col_offset,
@@ -189,8 +202,8 @@ def rewrite_values(source: str, changes: list[tuple[Knob, int | str]]) -> str:
         else:
             text = str(int(v))
         spans.append((a, b, text.encode("utf-8")))
-    for a, b, text in sorted(spans, reverse=True):
-        data = data[:a] + text + data[b:]
+    for a, b, new in sorted(spans, reverse=True):
+        data = data[:a] + new + data[b:]
     out = data.decode("utf-8")
 
     expected = ast.parse(source)

@@ -12,17 +12,15 @@ Safety rules every tool here follows (and other tools should, through `resolve_p
   in size (`MAX_EDIT_CHARS`, `MAX_FILE_BYTES`).
 
 Path safety lives in `paths.py`; backups, write-ahead patches and `undo` in `backups.py` (both
-re-exported here).
+re-exported here); writing, parsing and applying unified diffs (pure text) in `patch.py`.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import hashlib
 import importlib.metadata
 import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +43,7 @@ from .backups import (  # noqa: F401 -- re-exported: tools and commands import t
 from .files import MAX_FILE_BYTES, check_writable_new
 from .files import read_text_file as _read_text
 from .ledger import STATE_DIR, Ledger
+from .patch import FilePatch, PatchError, apply_hunks, parse_unified_diff, unified_diff
 from .paths import rel_or_raw, rel_path, resolve_path  # noqa: F401 -- re-exported
 from .registry import ToolError, tool
 
@@ -70,14 +69,6 @@ def syntax_error(text: str, rel: str) -> str | None:
         src = lines[e.lineno - 1] if e.lineno and 0 < e.lineno <= len(lines) else ""
         return f"{rel}: {e.msg} ({where})" + (f": {src.strip()}" if src.strip() else "")
     return None
-
-
-def unified_diff(rel: str, old: str, new: str, *, new_file: bool = False) -> str:
-    """A unified diff of one file in `git diff` path style."""
-    return "".join(difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True),
-        fromfile="/dev/null" if new_file else f"a/{rel}", tofile=f"b/{rel}",
-    ))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -162,7 +153,9 @@ def workspace_overview(args: WorkspaceOverviewArgs, workspace: Path) -> Workspac
 
     root = Path(workspace).resolve()
     created = created_files(root)
-    files, entries, knobs = [], [], {}
+    files: list[FileEntry] = []
+    entries: list[EntryPoint] = []
+    knobs: dict[str, list[dict[str, Any]]] = {}
     truncated = False
     for p in iter_files(root, args.glob):
         rel = p.relative_to(root).as_posix()
@@ -453,136 +446,8 @@ def _commit(workspace: Path, files: dict[str, tuple[str, str, bool]], tool_name:
 
 
 # ---------------------------------------------------------------------------------------------------
-# apply_patch (a unified diff parser: no third-party dependency for the file we must get exactly right)
+# apply_patch (the diff itself is parsed and applied as text by `patch.py`)
 # ---------------------------------------------------------------------------------------------------
-
-
-class _Hunk(BaseModel):
-    old_start: int
-    old_len: int
-    lines: list[str]  # each starts with ' ', '-' or '+'; a trailing "\ No newline" is folded in
-    no_newline_old: bool = False
-    no_newline_new: bool = False
-
-
-class _FilePatch(BaseModel):
-    old_path: str | None
-    new_path: str | None
-    hunks: list[_Hunk]
-
-
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-def _strip_prefix(name: str) -> str | None:
-    name = name.split("\t")[0].strip()
-    if name == "/dev/null":
-        return None
-    if name.startswith(("a/", "b/")):
-        return name[2:]
-    return name
-
-
-def parse_unified_diff(diff: str) -> list[_FilePatch]:
-    """Parse a unified diff (git or plain `diff -u` style) into file patches.
-
-    Raises:
-        ToolError: The text is not a well-formed unified diff.
-    """
-    lines = diff.split("\n")  # not splitlines(): a form feed inside a source line is content
-    if lines and lines[-1] == "":
-        lines.pop()
-    i, out = 0, []
-    while i < len(lines):
-        if not lines[i].startswith("--- "):
-            i += 1
-            continue
-        if i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
-            raise ToolError(f"diff line {i + 1}: '---' header not followed by '+++'")
-        old_path, new_path = _strip_prefix(lines[i][4:]), _strip_prefix(lines[i + 1][4:])
-        i += 2
-        hunks: list[_Hunk] = []
-        while i < len(lines) and lines[i].startswith("@@"):
-            m = _HUNK_RE.match(lines[i])
-            if not m:
-                raise ToolError(f"diff line {i + 1}: malformed hunk header {lines[i]!r}")
-            old_start, old_len = int(m.group(1)), int(m.group(2) or "1")
-            new_len = int(m.group(4) or "1")
-            i += 1
-            hunk = _Hunk(old_start=old_start, old_len=old_len, lines=[])
-            n_old = n_new = 0
-            while i < len(lines) and (n_old < old_len or n_new < new_len or lines[i].startswith("\\")):
-                line = lines[i]
-                if line.startswith("\\"):
-                    last = hunk.lines[-1][:1] if hunk.lines else " "
-                    if last in " -":
-                        hunk.no_newline_old = True
-                    if last in " +":
-                        hunk.no_newline_new = True
-                    i += 1
-                    continue
-                tag = line[:1] if line else " "  # some tools strip the space of empty context lines
-                if tag not in " -+":
-                    raise ToolError(f"diff line {i + 1}: hunk ended early (expected {old_len} old and {new_len} new "
-                                    f"lines); check the @@ counts")
-                body = line[1:] if line else ""
-                hunk.lines.append(tag + body)
-                n_old += tag in " -"
-                n_new += tag in " +"
-                i += 1
-            if n_old != old_len or n_new != new_len:
-                raise ToolError(f"hunk at old line {old_start}: counts in its @@ header do not match its lines")
-            hunks.append(hunk)
-        if not hunks:
-            raise ToolError(f"diff for {new_path or old_path}: no hunks")
-        out.append(_FilePatch(old_path=old_path, new_path=new_path, hunks=hunks))
-    if not out:
-        raise ToolError("no file patches found: give a unified diff with '--- a/path', '+++ b/path' and @@ hunks")
-    return out
-
-
-def apply_hunks(text: str, hunks: list[_Hunk], rel: str) -> str:
-    """Apply hunks to `text`. Context must match exactly; a hunk may sit up to 50 lines from its stated spot.
-
-    Raises:
-        ToolError: A hunk's context or removed lines are not found.
-    """
-    src = text.split("\n")
-    if src and src[-1] == "":
-        src.pop()
-    out: list[str] = []
-    pos = 0  # index in src of the next line not yet copied
-    offset = 0  # how far the file has drifted from the line numbers in the hunk headers
-    final_nl = text.endswith("\n") or not text
-    for h in hunks:
-        old = [ln[1:] for ln in h.lines if ln[0] in " -"]
-        new = [ln[1:] for ln in h.lines if ln[0] in " +"]
-        stated = h.old_start - 1 if h.old_len else h.old_start  # a pure insertion goes after old_start
-        at = _find_block(src, old, stated + offset, pos)
-        if at is None:
-            first = old[0] if old else ""
-            raise ToolError(f"{rel}: hunk @@ -{h.old_start},{h.old_len} @@ does not match the file (context "
-                            f"starting {first!r} not found near line {h.old_start}); read the file again and "
-                            "regenerate the diff, or use edit_file")
-        out.extend(src[pos:at])
-        out.extend(new)
-        pos = at + len(old)
-        offset = at - stated
-        if pos >= len(src):
-            final_nl = not h.no_newline_new
-    out.extend(src[pos:])
-    result = "\n".join(out)
-    return result + "\n" if out and final_nl else result
-
-
-def _find_block(src: list[str], block: list[str], want: int, lo: int) -> int | None:
-    if not block:
-        return min(max(want, lo), len(src))
-    for d in range(51):
-        for at in (want - d, want + d) if d else (want,):
-            if at >= lo and src[at : at + len(block)] == block:
-                return at
-    return None
 
 
 class ApplyPatchArgs(BaseModel):
@@ -598,12 +463,15 @@ def apply_patch(args: ApplyPatchArgs, workspace: Path) -> PatchResult:
     Every file is backed up first; hunk context must match the file exactly. A patch that would break
     Python syntax is refused and no file changes. It can create new files (from /dev/null) but not delete.
     """
-    patches = parse_unified_diff(args.diff)
+    try:
+        patches = parse_unified_diff(args.diff)
+    except PatchError as e:
+        raise ToolError(str(e)) from None
     with edit_lock(workspace):
         return _apply_locked(patches, args, workspace)
 
 
-def _apply_locked(patches: list[_FilePatch], args: ApplyPatchArgs, workspace: Path) -> PatchResult:
+def _apply_locked(patches: list[FilePatch], args: ApplyPatchArgs, workspace: Path) -> PatchResult:
     changes: dict[str, tuple[str, str, bool]] = {}
     for fp in patches:
         if fp.new_path is None:
@@ -620,7 +488,10 @@ def _apply_locked(patches: list[_FilePatch], args: ApplyPatchArgs, workspace: Pa
             old, created = "", True
         else:
             old, created = _read_text(p, rel), False
-        changes[rel] = (old, apply_hunks(old, fp.hunks, rel), created)
+        try:
+            changes[rel] = (old, apply_hunks(old, fp.hunks, rel), created)
+        except PatchError as e:
+            raise ToolError(str(e)) from None
     return _commit(workspace, changes, "apply_patch", args.reason)
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Literal
 
 from .source import (
     ALLOCATORS,
     LIKE_ALLOCATORS,
     Access,
+    HostFunction,
     Project,
     SourceModule,
     array_key,
@@ -123,7 +125,7 @@ def _flag(call: ast.Call, name: str) -> bool | None:
 
 def allocation_requires_grad(
     module: SourceModule, call: ast.Call, known: dict[tuple[Scope, str], bool | None], scope_node: ast.AST
-) -> bool | str | None:
+) -> bool | Literal["skip"] | None:
     """requires_grad of an allocation call; "skip" when it is not an allocation we reason about."""
     name = module.wp_call(call)
     if name is None:
@@ -146,9 +148,13 @@ def allocation_requires_grad(
     return "skip"
 
 
-def _helpers(project: Project) -> dict[str, tuple[ast.Call, ast.FunctionDef, SourceModule]]:
+Helpers = dict[str, tuple[ast.Call, HostFunction, SourceModule]]
+"""Name -> (the allocation it returns, the function, its module)."""
+
+
+def _helpers(project: Project) -> Helpers:
     """Project functions that just return a fresh allocation (`def alloc(n): return wp.zeros(n)`)."""
-    out = {}
+    out: Helpers = {}
     for name, defs in project.host_functions.items():
         if len(defs) != 1:
             continue
@@ -164,7 +170,7 @@ def _helpers(project: Project) -> dict[str, tuple[ast.Call, ast.FunctionDef, Sou
 
 
 def _helper_requires_grad(
-    call: ast.Call, alloc: ast.Call, fn: ast.FunctionDef, module: SourceModule
+    call: ast.Call, alloc: ast.Call, fn: HostFunction, module: SourceModule
 ) -> bool | None:
     v = kwarg(alloc, "requires_grad")
     if v is None:
@@ -195,14 +201,13 @@ def build_index(project: Project) -> ArrayIndex:
         known: dict[tuple[Scope, str], bool | None] = {}
         for node in module.nodes:
             if isinstance(node, ast.Assign):
-                targets = [t for t in node.targets if array_key(t) is not None]
+                targets = [(t, key) for t in node.targets if (key := array_key(t)) is not None]
                 value, suffix = node.value, ""
                 if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
                     value, suffix = value.elt, "[]"
                 elif isinstance(value, (ast.List, ast.Tuple)) and value.elts:
                     value, suffix = value.elts[0], "[]"
-                for t in targets:
-                    key = array_key(t)
+                for _, key in targets:
                     if key.endswith(".grad"):  # `y.grad = wp.array(seed)`: y gets a gradient buffer
                         owner = key[: -len(".grad")]
                         index.flag_set.add((scope_of(module, node, owner), base_key(owner), "requires_grad"))
@@ -212,10 +217,8 @@ def build_index(project: Project) -> ArrayIndex:
                             (scope_of(module, node, owner), base_key(owner), key.rsplit(".", 1)[1])
                         )
                 if isinstance(value, ast.Call):
-                    for t in targets:
-                        _add_allocation(
-                            index, module, value, base_key(array_key(t)) + suffix, t, known, helpers
-                        )
+                    for t, key in targets:
+                        _add_allocation(index, module, value, base_key(key) + suffix, t, known, helpers)
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -223,11 +226,9 @@ def build_index(project: Project) -> ArrayIndex:
                 and node.args
                 and isinstance(node.args[-1], ast.Call)
             ):
-                owner = array_key(node.func.value)
-                if owner is not None:
-                    _add_allocation(
-                        index, module, node.args[-1], base_key(owner) + "[]", node, known, helpers
-                    )
+                seq = array_key(node.func.value)
+                if seq is not None:
+                    _add_allocation(index, module, node.args[-1], base_key(seq) + "[]", node, known, helpers)
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -284,12 +285,12 @@ def _add_allocation(
     key: str,
     at: ast.AST,
     known: dict[tuple[Scope, str], bool | None],
-    helpers: dict,
+    helpers: Helpers,
 ) -> None:
     scope = scope_of(module, at, key)
-    rg = allocation_requires_grad(module, call, known, at)
+    found = allocation_requires_grad(module, call, known, at)
     helper = None
-    if rg == "skip":
+    if found == "skip":
         name = (
             call.func.id
             if isinstance(call.func, ast.Name)
@@ -301,9 +302,10 @@ def _add_allocation(
         rg, helper = _helper_requires_grad(call, alloc, fn, hmod), name
         retain = _flag(alloc, "retain_grad") is True
     else:
+        rg = found
         retain = _flag(call, "retain_grad") is True
-    known[(scope, key)] = rg  # type: ignore[assignment]
-    index.allocations.append(Allocation(module, call, key, scope, rg, retain, helper))  # type: ignore[arg-type]
+    known[(scope, key)] = rg
+    index.allocations.append(Allocation(module, call, key, scope, rg, retain, helper))
 
 
 def project_arrays(project: Project) -> ArrayIndex:

@@ -58,14 +58,7 @@ class BackwardDisabled(Rule):
     confidence = "high"
 
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
-        if "WG002:taped" not in project.memo:
-            first: dict[int, tuple[SourceModule, ast.Call]] = {}
-            for m, call in project.taped_launches:
-                k = project.launch_kernel(m, call)
-                if k is not None:
-                    first.setdefault(id(k), (m, call))
-            project.memo["WG002:taped"] = first
-        taped: dict[int, tuple[SourceModule, ast.Call]] = project.memo["WG002:taped"]  # type: ignore[assignment]
+        taped = project.shared("WG002:taped", _first_taped_launch)
         for k in module.kernels:
             if k.kind == "kernel" and k.enable_backward is False and id(k) in taped and _writes_floats(k):
                 m, call = taped[id(k)]
@@ -107,3 +100,13 @@ class BackwardDisabled(Rule):
                         "backward-disabled, in a program that computes gradients. Remove it, or scope it "
                         "to modules that never run on a tape.",
                     )
+
+
+def _first_taped_launch(project: Project) -> dict[int, tuple[SourceModule, ast.Call]]:
+    """id(kernel) -> the first launch of it that runs while a tape records."""
+    first: dict[int, tuple[SourceModule, ast.Call]] = {}
+    for m, call in project.taped_launches:
+        k = project.launch_kernel(m, call)
+        if k is not None:
+            first.setdefault(id(k), (m, call))
+    return first

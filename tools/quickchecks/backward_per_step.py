@@ -142,14 +142,16 @@ def _carry(
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             t, v = node.targets[0], node.value
             if isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)):
-                tk = [array_key(e) for e in t.elts]
-                vk = [array_key(e) for e in v.elts]
+                tks = [array_key(e) for e in t.elts]
+                vks = [array_key(e) for e in v.elts]
+                tkeys = [x for x in tks if x is not None]
+                vkeys = [x for x in vks if x is not None]
                 if (
-                    None not in tk
-                    and None not in vk
-                    and sorted(tk) == sorted(vk)
-                    and tk != vk
-                    and set(tk) & used
+                    len(tkeys) == len(tks)
+                    and len(vkeys) == len(vks)
+                    and sorted(tkeys) == sorted(vkeys)
+                    and tkeys != vkeys
+                    and set(tkeys) & used
                 ):
                     return f"swap at line {node.lineno}"
                 continue

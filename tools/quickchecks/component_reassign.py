@@ -60,7 +60,7 @@ class ComponentReassign(Rule):
         if any("enable_vector_component_overwrites = True" in m.text for m in project.modules):
             return
         for k in differentiable_kernels(module, project):
-            flagged: dict[int, ast.AST] = {}
+            flagged: dict[int, ast.Assign] = {}
             _walk(k, k.node.body, set(), flagged)
             for line in sorted(flagged):
                 node = flagged[line]
@@ -86,7 +86,10 @@ def _component(k: KernelInfo, target: ast.AST) -> tuple[str, str] | None:
     return name, comp
 
 
-def _walk(k: KernelInfo, stmts: list[ast.stmt], assigned: set[tuple[str, str]], flagged: dict) -> set:
+def _walk(
+    k: KernelInfo, stmts: list[ast.stmt], assigned: set[tuple[str, str]], flagged: dict[int, ast.Assign]
+) -> set[tuple[str, str]]:
+    """The components assigned after `stmts`; a second assignment on one path goes into `flagged` (by line)."""
     for stmt in stmts:
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:

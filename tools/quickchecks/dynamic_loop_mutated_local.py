@@ -164,7 +164,7 @@ def _additive(module: SourceModule, k: KernelInfo, defs: dict, expr: ast.AST, na
 
 
 def _nonlinear_use(
-    module: SourceModule, k: KernelInfo, defs: dict, loop: ast.AST, name: str
+    module: SourceModule, k: KernelInfo, defs: dict, loop: ast.For | ast.While, name: str
 ) -> ast.stmt | None:
     """The first statement (in or after the loop) whose adjoint needs the value of the loop-mutated local."""
     for node in ast.walk(loop):
@@ -187,7 +187,7 @@ def _nonlinear_use(
             and node.lineno >= loop.lineno
         ):
             continue
-        stmt = node
+        stmt: ast.AST | None = node
         while stmt is not None and not isinstance(stmt, ast.stmt):
             parent = module.parents.get(stmt)
             if isinstance(parent, (ast.Compare, ast.BoolOp)) or (
@@ -196,7 +196,7 @@ def _nonlinear_use(
                 stmt = None  # a condition or an index: no gradient flows through it
                 break
             stmt = parent
-        if stmt is None or isinstance(stmt, (ast.If, ast.While, ast.For)):
+        if not isinstance(stmt, ast.stmt) or isinstance(stmt, (ast.If, ast.While, ast.For)):
             continue
         value = getattr(stmt, "value", None)
         if value is None:
@@ -211,7 +211,7 @@ def _module_int_constants(module: SourceModule) -> dict[str, int]:
     for node in module.tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             v = node.value
-            if module.wp_call(v, {"constant"}) and v.args:
+            if isinstance(v, ast.Call) and module.wp_call(v, {"constant"}) and v.args:
                 v = v.args[0]
             if isinstance(v, ast.Constant) and isinstance(v.value, int) and not isinstance(v.value, bool):
                 out[node.targets[0].id] = v.value
@@ -253,12 +253,15 @@ def _dynamic(loop: ast.For | ast.While, consts: dict[str, int], max_unroll: int)
         or not it.args
     ):
         return False  # iterating something else (a vector, wp.static(...)): not ours to judge
-    values = []
+    values: list[int] = []
     for a in it.args:
         if isinstance(a, ast.Constant) and isinstance(a.value, int):
             values.append(a.value)
         elif (
-            isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub) and isinstance(a.operand, ast.Constant)
+            isinstance(a, ast.UnaryOp)
+            and isinstance(a.op, ast.USub)
+            and isinstance(a.operand, ast.Constant)
+            and isinstance(a.operand.value, int)  # `range(-1.5)` is not a compile-time bound: unknown below
         ):
             values.append(-a.operand.value)
         elif isinstance(a, ast.Name) and a.id in consts:
@@ -270,7 +273,7 @@ def _dynamic(loop: ast.For | ast.While, consts: dict[str, int], max_unroll: int)
     return len(range(*values)) > max_unroll or has_break
 
 
-def _defined_before(k: KernelInfo, loop: ast.AST) -> dict[str, ast.expr]:
+def _defined_before(k: KernelInfo, loop: ast.For | ast.While) -> dict[str, ast.expr]:
     out: dict[str, ast.expr] = {}
     for node in ast.walk(k.node):
         if (

@@ -98,14 +98,14 @@ def check_files(
             except RecursionError as e:  # pathological nesting in user code: report, keep checking
                 report.errors.append(ParseError(m.rel, f"{code} could not analyse this file: {e}"))
                 continue
-            for f in found:
-                noqa = m.noqa.get(f.line, set())
-                if noqa is None or f.code in noqa:
+            for finding in found:
+                noqa = m.noqa.get(finding.line, set())
+                if noqa is None or finding.code in noqa:
                     continue
-                key = (f.code, f.path, f.line, f.col)
+                key = (finding.code, finding.path, finding.line, finding.col)
                 if key not in seen:
                     seen.add(key)
-                    report.findings.append(f)
+                    report.findings.append(finding)
     report.findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
     return report
 

@@ -92,7 +92,7 @@ class GradReadBeforeBackward(Rule):
                     )
 
 
-def _events(module: SourceModule, project: Project, stmts: list[ast.stmt]) -> Iterator[tuple[str, ast.AST]]:
+def _events(module: SourceModule, project: Project, stmts: list[ast.stmt]) -> Iterator[tuple[str, ast.expr]]:
     """("backward" | "zero" | "read", node) in source order, not entering nested functions."""
     for stmt in stmts:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -22,6 +22,7 @@ from .source import (
     ALLOCATORS,
     HOST_WRITES,
     LIKE_ALLOCATORS,
+    HostFunction,
     Project,
     SourceModule,
     names_in,
@@ -41,7 +42,8 @@ class Binding:
 @dataclass
 class Event:
     module: SourceModule
-    node: ast.AST
+    node: ast.Call
+    """The launch or host call (`wp.copy`, `.assign`, `.zero_()`) that reads or writes."""
     canon: Canon
     surface: str
     kind: str
@@ -193,7 +195,7 @@ class Tracer:
             self.run(stmt.finalbody, frame)
 
     def assign(self, stmt: ast.Assign, frame: Frame) -> None:
-        in_taped_loop = self.recording and frame.taped_loops > 0
+        in_taped_loop = bool(self.recording) and frame.taped_loops > 0
         if (
             len(stmt.targets) == 1
             and isinstance(stmt.targets[0], (ast.Tuple, ast.List))
@@ -340,7 +342,7 @@ class Tracer:
         return self.new_object("value")
 
     def inline(
-        self, call: ast.Call, module: SourceModule, fn: ast.FunctionDef, frame: Frame
+        self, call: ast.Call, module: SourceModule, fn: HostFunction, frame: Frame
     ) -> Binding | None:
         inner = Frame(module, func=fn)
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
@@ -426,9 +428,9 @@ def trace_project(project: Project) -> TraceResult:
     """Run the tracer from every function (or module body) that opens a tape scope."""
     tracer = Tracer(project)
     for module in project.modules:
-        roots: list[ast.AST] = []
+        roots: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Module] = []
         for w in module.tape_withs:
-            fn = None
+            fn: ast.FunctionDef | ast.AsyncFunctionDef | None = None
             for anc in module.ancestors(w):
                 if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     fn = anc  # keep climbing: the outermost function is the root

@@ -31,7 +31,7 @@ def differentiable_kernels(
 
 def body_nodes(k: KernelInfo) -> Iterator[ast.AST]:
     """Nodes of the body, without nested function definitions."""
-    stack = list(k.node.body)
+    stack: list[ast.AST] = list(k.node.body)
     while stack:
         node = stack.pop()
         yield node

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .base import Finding, Rule, register
+from .base import Confidence, Finding, Rule, register
 from .kernel_body import (
     body_nodes,
     branch_guarded,
@@ -155,7 +155,9 @@ def _difference_indices(
     return out
 
 
-def _confidence(module: SourceModule, k: KernelInfo, arg: ast.expr, defs: dict[str, list[ast.expr]]) -> str:
+def _confidence(
+    module: SourceModule, k: KernelInfo, arg: ast.expr, defs: dict[str, list[ast.expr]]
+) -> Confidence:
     """High when the zero case is built in (all pairs from wp.tid(), so a point meets itself); low when the
     two indices come from a connectivity array (springs, edges), which normally never pairs a point with
     itself; medium otherwise."""

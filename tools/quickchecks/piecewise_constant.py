@@ -73,6 +73,8 @@ class PiecewiseConstant(Rule):
         for k in differentiable_kernels(module, project):
             defs = definitions(k)
             for node in body_nodes(k):
+                if not isinstance(node, ast.Call):
+                    continue
                 name = _step_name(module, node)
                 if name is None or not node.args or not data_dependent(k, node.args[0], defs):
                     continue
@@ -117,6 +119,8 @@ def _lift(module: SourceModule, k: KernelInfo, defs: dict, node: ast.AST) -> ast
     """Climb through float casts, negation and arithmetic with constants: the value is still quantised."""
     while True:
         parent = module.parents.get(node)
+        if parent is None:
+            return node
         if _is_float_cast(module, parent) or isinstance(parent, ast.UnaryOp):
             node = parent
         elif isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)):
@@ -143,9 +147,11 @@ def _float_use(
         return False
     if _step_name(module, parent) in _CASTS:
         return False  # converted to an integer: an index or a count
-    stmt = value
+    stmt: ast.AST | None = value
     while stmt is not None and not isinstance(stmt, ast.stmt):
         stmt = module.parents.get(stmt)
+    if stmt is None:
+        return False
     rhs = getattr(stmt, "value", None)
     if rhs is None or isinstance(stmt, (ast.If, ast.While, ast.For)):
         return False

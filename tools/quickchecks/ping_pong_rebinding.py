@@ -94,7 +94,9 @@ def _swapped_buffers_recorded(module: SourceModule, stmt: ast.Assign) -> bool:
     """Whether a swapped name is handed, in the same loop, to something that may record on the tape (a
     launch without `record_tape=False`, or any other call such as a simulator step)."""
     loop = module.enclosing(stmt, (ast.For, ast.While))
-    names = {array_key(t) for t in stmt.targets[0].elts} - {None}  # type: ignore[attr-defined]
+    target = stmt.targets[0]
+    elts = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+    names = {k for t in elts if (k := array_key(t)) is not None}
     if loop is None:
         return False
     for node in ast.walk(loop):

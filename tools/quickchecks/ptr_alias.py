@@ -56,20 +56,21 @@ class PtrAlias(Rule):
 
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
         uses = project_arrays(project).uses
-        for node in module.nodes:
+        for node in module.calls:
             if not module.wp_call(node, {"array"}):
                 continue
             ptr = kwarg(node, "ptr")
             if ptr is None:
                 continue
             sources = [
-                array_key(n.value) for n in ast.walk(ptr) if isinstance(n, ast.Attribute) and n.attr == "ptr"
+                s
+                for n in ast.walk(ptr)
+                if isinstance(n, ast.Attribute) and n.attr == "ptr" and (s := array_key(n.value))
             ]
-            sources = [s for s in sources if s]
             if not sources:
                 continue
             parent = module.parents.get(node)
-            alias = next((array_key(t) for t in getattr(parent, "targets", []) if array_key(t)), None)
+            alias = next((a for t in getattr(parent, "targets", []) if (a := array_key(t))), None)
             names = sources + ([alias] if alias else [])
             if not any((scope_of(module, node, n), base_key(n)) in uses for n in names):
                 continue

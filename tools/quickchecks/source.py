@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 T = TypeVar("T")
+N = TypeVar("N", bound=ast.AST)
+HostFunction = ast.FunctionDef | ast.AsyncFunctionDef
 
 KERNEL_DECORATORS = {"kernel", "func", "func_grad", "func_replay", "func_native"}
 ALLOCATORS = {"zeros", "empty", "full", "ones", "array", "from_numpy"}
@@ -111,7 +113,9 @@ def arg(call: ast.Call, index: int, name: str) -> ast.expr | None:
     return None
 
 
-def is_const(node: ast.AST, value: object) -> bool:
+def is_const(node: ast.AST | None, value: object) -> bool:
+    """Whether `node` is the literal `value` (of its exact type: `1` is not `True`); None (a `**mapping` key,
+    a missing default) is no literal."""
     return isinstance(node, ast.Constant) and node.value == value and type(node.value) is type(value)
 
 
@@ -197,6 +201,11 @@ class SourceModule:
         return list(ast.walk(self.tree))
 
     @cached_property
+    def calls(self) -> list[ast.Call]:
+        """Every call of the module, in `nodes` order."""
+        return [n for n in self.nodes if isinstance(n, ast.Call)]
+
+    @cached_property
     def noqa(self) -> dict[int, set[str] | None]:
         """Line -> codes suppressed there by `# noqa: WGnnn` (None = every code)."""
         out: dict[int, set[str] | None] = {}
@@ -231,17 +240,20 @@ class SourceModule:
             return None
         return name
 
-    def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
+    def enclosing(self, node: ast.AST, kinds: tuple[type[N], ...]) -> N | None:
         cur = self.parents.get(node)
-        while cur is not None and not isinstance(cur, kinds):
+        while cur is not None:
+            if isinstance(cur, kinds):
+                return cur
             cur = self.parents.get(cur)
-        return cur
+        return None
 
     def host_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        return self.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))  # type: ignore[return-value]
+        fn = self.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        return fn if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) else None
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        return self.enclosing(node, (ast.ClassDef,))  # type: ignore[return-value]
+        return self.enclosing(node, (ast.ClassDef,))
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         cur = self.parents.get(node)
@@ -283,7 +295,7 @@ class SourceModule:
     @cached_property
     def module_backward_disabled_at(self) -> ast.Call | None:
         """The `wp.set_module_options({"enable_backward": False})` call of this module, if any."""
-        for node in self.nodes:
+        for node in self.calls:
             if (
                 self.wp_call(node, {"set_module_options"})
                 and node.args
@@ -342,7 +354,7 @@ class SourceModule:
     def launches(self) -> list[ast.Call]:
         return [
             n
-            for n in self.nodes
+            for n in self.calls
             if self.wp_call(n, {"launch", "launch_tiled"})
             and not self.is_kernel_def(self.host_function(n) or self.tree)
         ]
@@ -416,18 +428,18 @@ class Project:
         return out
 
     @cached_property
-    def host_functions(self) -> dict[str, list[tuple[SourceModule, ast.FunctionDef]]]:
+    def host_functions(self) -> dict[str, list[tuple[SourceModule, HostFunction]]]:
         """Name -> plain Python functions/methods defined in the project (kernels excluded)."""
-        out: dict[str, list[tuple[SourceModule, ast.FunctionDef]]] = {}
+        out: dict[str, list[tuple[SourceModule, HostFunction]]] = {}
         for m in self.modules:
             for node in m.nodes:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not m.is_kernel_def(node):
-                    out.setdefault(node.name, []).append((m, node))  # type: ignore[arg-type]
+                    out.setdefault(node.name, []).append((m, node))
         return out
 
     def resolve_call(
         self, module: SourceModule, call: ast.Call
-    ) -> list[tuple[SourceModule, ast.FunctionDef]]:
+    ) -> list[tuple[SourceModule, HostFunction]]:
         """Project functions a host call may run: `f()`, `self.m()`, `obj.m()`, `mod.f()`."""
         func = call.func
         if isinstance(func, ast.Name):
@@ -457,7 +469,9 @@ class Project:
             if owner == "":
                 return []  # an object built by library code (an optimizer, a torch module)
             if owner is not None:
-                return [(m, f) for m, f in methods if m.parents[f].name == owner]  # type: ignore[attr-defined]
+                return [
+                    (m, f) for m, f in methods if isinstance(c := m.parents.get(f), ast.ClassDef) and c.name == owner
+                ]
             # A method call on some object: every project method of that name is a candidate (callers
             # that need a single target, like the tracer, check the count).
             return methods if len(methods) <= 3 else []
@@ -481,18 +495,7 @@ class Project:
             return None
         if scope is None:
             return None
-        memo = f"constructed:{id(scope)}"
-        if memo not in self.memo:
-            # key -> names of the callables whose result is assigned to it in this scope (built once)
-            table: dict[str, list[str]] = {}
-            for node in ast.walk(scope):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                    name = (dotted(node.value.func) or "").rsplit(".", 1)[-1]
-                    for t in node.targets:
-                        if (k := array_key(t)) is not None:
-                            table.setdefault(k, []).append(name)
-            self.memo[memo] = table
-        names = self.memo[memo].get(key)  # type: ignore[union-attr]
+        names = self.shared(f"constructed:{id(scope)}", lambda _: _constructors(scope)).get(key)
         if not names:
             return None
         project_classes = [n for n in names if n in self.class_names]
@@ -503,20 +506,19 @@ class Project:
         return {Path(m.rel).stem for m in self.modules}
 
     def _is_module_alias(self, module: SourceModule, name: str) -> bool:
-        key = f"module_aliases:{module.rel}"
-        if key not in self.memo:
-            aliases = set()
-            for node in module.nodes:
-                if isinstance(node, ast.Import):
-                    aliases |= {
-                        a.asname or a.name.split(".")[0]
-                        for a in node.names
-                        if a.name.rsplit(".", 1)[-1] in self._stems
-                    }
-                elif isinstance(node, ast.ImportFrom):
-                    aliases |= {a.asname or a.name for a in node.names if a.name in self._stems}
-            self.memo[key] = aliases
-        return name in self.memo[key]  # type: ignore[operator]
+        return name in self.shared(f"module_aliases:{module.rel}", lambda _: self._module_aliases(module))
+
+    def _module_aliases(self, module: SourceModule) -> set[str]:
+        """Names under which `module` imports other project modules."""
+        aliases: set[str] = set()
+        for node in module.nodes:
+            if isinstance(node, ast.Import):
+                aliases |= {
+                    a.asname or a.name.split(".")[0] for a in node.names if a.name.rsplit(".", 1)[-1] in self._stems
+                }
+            elif isinstance(node, ast.ImportFrom):
+                aliases |= {a.asname or a.name for a in node.names if a.name in self._stems}
+        return aliases
 
     @cached_property
     def taped_functions(self) -> set[ast.AST]:
@@ -527,7 +529,7 @@ class Project:
         ]
         # Functions handed to wp.autograd.gradcheck/jacobian run under the tape those utilities open.
         for m in self.modules:
-            for node in m.nodes:
+            for node in m.calls:
                 name = m.wp_call(node)
                 if name and ("gradcheck" in name or "jacobian" in name):
                     for a in node.args[:1] + [kw.value for kw in node.keywords if kw.arg == "function"]:
@@ -541,9 +543,9 @@ class Project:
         while work:
             module, nodes = work.pop()
             for stmt in nodes:
-                for node in ast.walk(stmt):
-                    if isinstance(node, ast.Call):
-                        for m, fn in self.resolve_call(module, node):
+                for sub in ast.walk(stmt):
+                    if isinstance(sub, ast.Call):
+                        for m, fn in self.resolve_call(module, sub):
                             if fn not in seen:
                                 seen.add(fn)
                                 work.append((m, list(fn.body)))
@@ -630,7 +632,7 @@ class Project:
         Returns None when the argument lists are not literal lists (built elsewhere).
         """
         inputs, outputs = arg(call, 2, "inputs"), arg(call, 3, "outputs")
-        lists = []
+        lists: list[list[ast.expr]] = []
         for lst in (inputs, outputs):
             if lst is None:
                 lists.append([])
@@ -670,6 +672,18 @@ class Project:
                         )
                     )
         return out
+
+
+def _constructors(scope: ast.AST) -> dict[str, list[str]]:
+    """Key -> names of the callables whose result is assigned to it in `scope`."""
+    table: dict[str, list[str]] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            name = (dotted(node.value.func) or "").rsplit(".", 1)[-1]
+            for t in node.targets:
+                if (k := array_key(t)) is not None:
+                    table.setdefault(k, []).append(name)
+    return table
 
 
 def analyze_kernel(info: KernelInfo, project: Project, stack: tuple[str, ...] = ()) -> None:

@@ -76,9 +76,9 @@ class SumSeedForMeanObjective(Rule):
                         and node.args
                         and isinstance(node.args[0], ast.Constant)
                         and node.args[0].value == 1
-                        and (array_key(node.func.value) or "").endswith(".grad")
+                        and (grad := array_key(node.func.value) or "").endswith(".grad")
                     ):
-                        key = array_key(node.func.value)[: -len(".grad")]
+                        key = grad[: -len(".grad")]
                         if _mean_reported(project, key):
                             yield self._emit(module, call, key)
 
@@ -113,10 +113,7 @@ def _is_ones(module: SourceModule, v: ast.AST, fn: ast.AST | None, depth: int = 
 
 
 def _mean_reported(project: Project, key: str) -> bool:
-    memo = f"WG016:{key}"
-    if memo not in project.memo:
-        project.memo[memo] = _search_mean(project, key)
-    return bool(project.memo[memo])
+    return project.shared(f"WG016:{key}", lambda p: _search_mean(p, key))
 
 
 _SUBJECT = r"([\w.]+(?:\([^()]*\))?)"
@@ -130,30 +127,35 @@ _MEAN_PATTERNS = [
 
 def _mean_subjects(project: Project) -> set[str]:
     """Every expression the program reports a mean of (`err`, `self.err`, `self.forward()`), found once."""
-    if "WG016:subjects" not in project.memo:
-        subjects = set()
-        for m in project.modules:
-            if "numpy()" not in m.text:
-                continue
-            for pat in _MEAN_PATTERNS:
-                subjects |= {s.strip() for s in pat.findall(m.text)}
-        project.memo["WG016:subjects"] = subjects
-    return project.memo["WG016:subjects"]  # type: ignore[return-value]
+    return project.shared("WG016:subjects", _find_mean_subjects)
+
+
+def _find_mean_subjects(project: Project) -> set[str]:
+    subjects: set[str] = set()
+    for m in project.modules:
+        if "numpy()" not in m.text:
+            continue
+        for pat in _MEAN_PATTERNS:
+            subjects |= {s.strip() for s in pat.findall(m.text)}
+    return subjects
+
+
+def _returners(project: Project) -> dict[str, set[str]]:
+    """Array key -> names of the project functions that return it."""
+    table: dict[str, set[str]] = {}
+    for defs in project.host_functions.values():
+        for _, fn in defs:
+            for r in ast.walk(fn):
+                if isinstance(r, ast.Return) and r.value is not None and (k := array_key(r.value)):
+                    table.setdefault(k, set()).add(fn.name)
+    return table
 
 
 def _search_mean(project: Project, key: str) -> bool:
     subjects = _mean_subjects(project)
     if key in subjects:
         return True
-    if "WG016:returners" not in project.memo:
-        table: dict[str, set[str]] = {}
-        for defs in project.host_functions.values():
-            for _, fn in defs:
-                for r in ast.walk(fn):
-                    if isinstance(r, ast.Return) and r.value is not None and (k := array_key(r.value)):
-                        table.setdefault(k, set()).add(fn.name)
-        project.memo["WG016:returners"] = table
-    returners = project.memo["WG016:returners"].get(key, set())  # type: ignore[union-attr]
+    returners = project.shared("WG016:returners", _returners).get(key, set())
     # `self.forward().numpy().mean()` where forward() returns the seeded array.
     called = {re.sub(r"\(.*$", "", s).rsplit(".", 1)[-1] for s in subjects if s.endswith(")")}
     return bool(returners & called)

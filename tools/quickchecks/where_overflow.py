@@ -60,7 +60,9 @@ class WhereOverflow(Rule):
     def check(self, module: SourceModule, project: Project) -> Iterator[Finding]:
         for k in differentiable_kernels(module, project):
             for node in body_nodes(k):
-                name = (module.wp_call(node, {"where", "select"}) or "") if isinstance(node, ast.Call) else ""
+                if not isinstance(node, ast.Call):
+                    continue
+                name = module.wp_call(node, {"where", "select"})
                 if not name or len(node.args) != 3:
                     continue
                 risky = [r for branch in node.args[1:] for r in _risky(module, branch)]

@@ -297,7 +297,7 @@ def run_harness(
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     device: str | None = None,
     env_extra: dict[str, str] | None = None,
-) -> HarnessOutcome:
+) -> HarnessOutcome[R]:
     """Start `python -m warpgrad.tools.harness.main` with `config` in the sandbox and collect its result.
 
     Writable inside: the workspace (`config.workspace`; `cwd` for a batch), Warp's kernel cache, a private

@@ -156,14 +156,16 @@ def bench_size(n: int, env: dict) -> dict:
 def bench_overhead(env: dict, n: int = 1000) -> dict:
     """Capture run (stops at the start of iteration 2) vs the script's own run of the same 2 iterations."""
     from warpgrad.tools.child_process import run_harness, run_process
+    from warpgrad.tools.harness.protocol import CaptureConfig, CaptureOptions, CaptureResult
 
     ws = Path(tempfile.mkdtemp(prefix="wg-bench-ovh-"))
     (ws / "train.py").write_text(PROGRAM.format(n=n).replace("ITERS = 3", "ITERS = 2"), encoding="utf-8")
     own, cap = [], []
     for _ in range(3):
         own.append(run_process([sys.executable, "train.py"], cwd=ws, env=env).wall_s)
-        out = run_harness({"mode": "capture", "workspace": str(ws), "script": str(ws / "train.py"), "outdir": str(ws),
-                           "capture": {"iteration": 1}}, cwd=ws)
+        cfg = CaptureConfig(workspace=str(ws), script=str(ws / "train.py"), outdir=str(ws),
+                            capture=CaptureOptions(iteration=1))
+        out = run_harness(cfg, CaptureResult, cwd=ws)
         cap.append(out.process.wall_s)
     shutil.rmtree(ws, ignore_errors=True)
     return {"script_s": min(own), "capture_s": min(cap), "ratio": min(cap) / min(own)}

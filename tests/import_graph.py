@@ -16,6 +16,8 @@ from pathlib import Path
 PACKAGE = "warpgrad"
 # Third-party modules only the child process may import (the harness is where Warp runs).
 CHILD_ONLY = ("warp",)
+# The one harness module both processes import: the config and result models of the process boundary.
+PROTOCOL = f"{PACKAGE}.tools.harness.protocol"
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ def cycles(edges: list[Edge]) -> list[list[str]]:
 
 
 def _layer(mod: str) -> str:
+    if mod == PROTOCOL:
+        return "protocol"
     parts = mod.split(".")[1:]
     if parts[:2] == ["tools", "harness"]:
         return "harness"
@@ -154,10 +158,15 @@ def layer_violations(edges: list[Edge], child_only: list[Edge]) -> list[str]:
             bad.append(f"{e.src}:{e.line} imports {e.dst}: tools/ sits below agent/, cli/ and evals/")
         if src == "agent" and dst == "cli":
             bad.append(f"{e.src}:{e.line} imports {e.dst}: agent/ sits below cli/")
-        if src == "harness" and dst not in ("harness", "tools", "root"):
+        if src == "harness" and dst not in ("harness", "protocol", "tools", "root"):
             bad.append(f"{e.src}:{e.line} imports {e.dst}: the harness imports only tools/ helpers")
+        if src == "protocol":
+            bad.append(f"{e.src}:{e.line} imports {e.dst}: the protocol imports only pydantic (both processes "
+                       "import it)")
     for e in child_only:
-        if _layer(e.src) != "harness" and not e.deferred and not e.type_only:
+        if _layer(e.src) == "protocol":
+            bad.append(f"{e.src}:{e.line} imports {e.dst}: the protocol imports only pydantic (the parent imports it)")
+        elif _layer(e.src) != "harness" and not e.deferred and not e.type_only:
             bad.append(f"{e.src}:{e.line} imports {e.dst} at module level: Warp is imported only in the harness "
                        "(the parent process never loads it)")
         elif _layer(e.src) != "harness" and e.deferred:

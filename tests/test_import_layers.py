@@ -32,7 +32,9 @@ def test_a_planted_cycle_and_planted_layer_violations_are_found(tmp_path):
         "tools/a.py": "from . import b\n",
         "tools/b.py": "def f():\n    from .a import x  # deferred: still a dependency\n",
         "tools/c.py": "import warp\nfrom ..agent import loop\nfrom .harness import hooks\n",
+        "tools/d.py": "from .harness.protocol import RunConfig  # the one harness module the parent may import\n",
         "tools/harness/hooks.py": "import warp\n",
+        "tools/harness/protocol.py": "from pydantic import BaseModel\nfrom .. import c\n",
         "agent/loop.py": "",
     })
     _, edges, child_only = import_graph(root)
@@ -42,6 +44,8 @@ def test_a_planted_cycle_and_planted_layer_violations_are_found(tmp_path):
     assert "tools.c:2 imports warpgrad.agent.loop" in bad
     assert "tools.c:3 imports warpgrad.tools.harness.hooks" in bad
     assert "harness.hooks" not in bad.split("imports warpgrad.tools.harness.hooks")[-1]  # the harness may import warp
+    assert "tools.d:" not in bad
+    assert "tools.harness.protocol:2 imports warpgrad.tools.c: the protocol imports only pydantic" in bad
 
 
 def _import_alone(module: str) -> tuple[str, int, str]:
@@ -55,3 +59,15 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
     with ThreadPoolExecutor(max_workers=2) as pool:
         failed = [(m, err) for m, rc, err in pool.map(_import_alone, mods) if rc != 0]
     assert failed == []
+
+
+def test_the_protocol_imports_nothing_but_pydantic_and_the_standard_typing():
+    """Both processes import it: the parent must not load numpy or Warp through it."""
+    import ast
+
+    from import_graph import package_root
+
+    tree = ast.parse((package_root() / "tools" / "harness" / "protocol.py").read_text(encoding="utf-8"))
+    imported = {n.module.split(".")[0] if isinstance(n, ast.ImportFrom) and n.module else a.name.split(".")[0]
+                for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    assert imported <= {"__future__", "typing", "pydantic"}, imported

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from warpgrad.tools.harness.protocol import RecordedTape
 from warpgrad.tools.registry import load_tools
 from warpgrad.tools.tape import InspectTapeResult, inspect
 from warpgrad.tools.tape_hazards import hazards
@@ -438,12 +439,12 @@ def test_hazards_is_a_pure_function_of_a_json_description():
         ],
     }
     desc = json.loads(json.dumps(desc))
-    hs = hazards(desc)
+    hs = hazards(RecordedTape.model_validate(desc))
     copy = next(h for h in hs if h.kind == "copy_on_tape")
     # Before 1.17 a copy whose source has another reader loses that reader's gradient.
     assert copy.severity == "error" and copy.line == 5
     desc["warp_version"] = "1.19.0"
-    assert next(h for h in hazards(desc) if h.kind == "copy_on_tape").severity == "info"
+    assert next(h for h in hazards(RecordedTape.model_validate(desc)) if h.kind == "copy_on_tape").severity == "info"
 
 
 def test_inspect_tape_and_instrument_are_registered_tools():
@@ -594,5 +595,6 @@ def _dup_desc(retain: bool, accumulate: bool, version: str = "1.19.0") -> dict:
     ],
 )
 def test_a_duplicate_launch_is_graded_by_what_its_adjoint_does_twice(retain, accumulate, version, severity):
-    h = next(h for h in hazards(_dup_desc(retain, accumulate, version)) if h.kind == "recorded_twice")
+    desc = RecordedTape.model_validate(_dup_desc(retain, accumulate, version))
+    h = next(h for h in hazards(desc) if h.kind == "recorded_twice")
     assert h.severity == severity and h.launches == [0, 1] and h.line == 4

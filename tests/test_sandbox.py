@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from warpgrad.tools.child_process import run_harness, run_process
+from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.run_script import RunScriptArgs, run_script
 from warpgrad.tools.sandbox import (
@@ -209,11 +210,11 @@ def test_the_harness_writes_into_the_outdirs_its_config_names_and_their_stderr_f
         # A batch evaluation's stderr goes to a file in its outdir, which the FD engine reads back.
         (tmp_path / "s.py").write_text(f"open({str(err)!r}, 'w').write('leaked ' + open('key.txt').read())\n",
                                        encoding="utf-8")
-        cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "args": [],
-               "device": "cpu", "outdir": str(out), "stderr": str(err)}
-        o = run_harness(cfg, cwd=tmp_path, timeout_s=60, device="cpu")
-        assert o.data is not None, o.error
-        assert o.process.isolation == isolation and o.data["status"]
+        cfg = RunConfig(workspace=str(tmp_path), script=str(tmp_path / "s.py"), device="cpu", outdir=str(out),
+                        stderr=str(err))
+        o = run_harness(cfg, HarnessResult, cwd=tmp_path, timeout_s=60, device="cpu")
+        assert o.result is not None, o.error
+        assert o.process.isolation == isolation and o.result.status == "completed"
         assert err.read_text(encoding="utf-8") == "leaked [REDACTED]"
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -254,3 +255,15 @@ def test_the_ledger_signing_key_is_unreadable_to_user_code_under_bwrap(tmp_path,
     r = _run(tmp_path, body)
     assert "refused" in r.stdout_tail and "READ THE KEY" not in r.stdout_tail, r.stdout_tail
     assert "env None" in r.stdout_tail
+
+
+def test_a_harness_error_result_becomes_a_harness_failed_run_error(tmp_path):
+    from warpgrad.tools.child_process import ProcessResult, parse_result
+    from warpgrad.tools.harness.protocol import PROTOCOL_VERSION, harness_error
+    from warpgrad.tools.run_script import describe_run
+
+    proc = ProcessResult(argv=["python"], returncode=0)
+    for raw in (harness_error("the config was bad"), {"version": -1, "status": "completed"},
+                {"version": PROTOCOL_VERSION, "status": "no such status"}):
+        run = describe_run(proc, parse_result(raw, HarnessResult), tmp_path, tmp_path / "s.py", [])
+        assert run.error is not None and run.error.kind == "harness_failed", raw

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from warpgrad.tools import tracker_parse as tracker
+from warpgrad.tools.harness.protocol import WarpLogRecord
 from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.tracker import InstrumentArgs, instrument, run_tracker
 
@@ -49,7 +50,7 @@ def test_across_launch_records_take_the_launch_site_not_the_kernel_def_and_repea
         {"level": "warning", "message": ACROSS.replace("[-1. -2.\n -3.]", "[5. 6. 7.]"), "site": site},
         {"level": "info", "message": "Module x load", "site": None},
     ]
-    recs = tracker.parse_log(log)
+    recs = tracker.parse_log([WarpLogRecord.model_validate(r) for r in log])
     assert len(recs) == 1
     r = recs[0]
     assert (r.file, r.line, r.func, r.count) == ("/w/train.py", 40, "step", 4)

@@ -21,11 +21,20 @@ import tempfile
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from .harness.protocol import (
+    PROTOCOL_VERSION,
+    BatchConfig,
+    HarnessConfig,
+    HarnessResult,
+    SessionMode,
+    harness_error,
+)
 from .sandbox import (
     Request,
     SandboxPolicy,
@@ -208,7 +217,8 @@ def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeo
     for r in readers:
         r.join(timeout=5)
     for stream in (proc.stdout, proc.stderr):
-        stream.close()
+        if stream is not None:
+            stream.close()
     rc: int | None = proc.returncode
     # The launcher's own report is exact where bwrap turns a signal into exit code 128+N.
     word = status_pipe.read().decode("ascii", errors="replace").split()
@@ -228,16 +238,20 @@ def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeo
     })
 
 
-class HarnessOutcome(BaseModel):
-    """A harness run: the process, plus the JSON document the harness wrote (None if it never did)."""
+R = TypeVar("R", bound=HarnessResult)
+
+
+@dataclass(frozen=True)
+class HarnessOutcome(Generic[R]):
+    """A harness run: the process, plus the result the harness wrote (None if it never did)."""
 
     process: ProcessResult
-    data: dict[str, Any] | None = None
+    result: R | None = None
 
     @property
     def error(self) -> str | None:
         """Why there is no usable result, in words; None when the harness reported."""
-        if self.data is not None:
+        if self.result is not None:
             return None
         tail = strip_warp_chatter(self.process.stderr_tail).strip().splitlines()[-15:]
         return f"the harness {self.process.describe()} without reporting" + (
@@ -259,32 +273,56 @@ def harness_env(*, device: str | None = None, extra: dict[str, str] | None = Non
     return env
 
 
+def parse_result(raw: Any, result_type: type[R]) -> R:
+    """A result document as `result_type`; one that does not match the protocol becomes a harness error (ours)."""
+    version = raw.get("version") if isinstance(raw, dict) else None
+    if version != PROTOCOL_VERSION:
+        return result_type.model_validate(harness_error(
+            f"the harness wrote a result of protocol version {version}, this warpgrad reads version "
+            f"{PROTOCOL_VERSION}: the parent and the harness come from different installs (reinstall warpgrad)"))
+    try:
+        return result_type.model_validate(raw)
+    except ValidationError as e:
+        return result_type.model_validate(harness_error(
+            f"the harness wrote a result that does not match protocol version {PROTOCOL_VERSION} (a bug in "
+            f"warpgrad, not in your script): {e}"))
+
+
 def run_harness(
-    config: dict[str, Any],
+    config: HarnessConfig,
+    result_type: type[R],
     *,
     cwd: Path,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     device: str | None = None,
     env_extra: dict[str, str] | None = None,
-) -> HarnessOutcome:
-    """Start `python -m warpgrad.tools.harness.main` with `config` in the sandbox and collect its JSON report.
+) -> HarnessOutcome[R]:
+    """Start `python -m warpgrad.tools.harness.main` with `config` in the sandbox and collect its result.
 
-    Writable inside: the workspace (`config["workspace"]`, else `cwd`), Warp's kernel cache, a private
+    Writable inside: the workspace (`config.workspace`; `cwd` for a batch), Warp's kernel cache, a private
     temp dir (TMPDIR; it holds the config and the result) and the `outdir`/`result`/`stderr` folders the
-    config names. Strings in the report are redacted of secrets like the output is.
+    config names. Strings in the result are redacted of secrets like the output is.
+
+    Args:
+        config: What the harness runs.
+        result_type: The result model of the config's mode (`CaptureResult` for "capture", `FdResult` for
+            "fd", `HarnessResult` otherwise).
     """
+    session = None if isinstance(config, BatchConfig) else config
+    config_device = session.device if session is not None else None
     with tempfile.TemporaryDirectory(prefix="warpgrad-") as tmp:
         cfg_path = Path(tmp) / "config.json"
         res_path = Path(tmp) / "result.json"
-        cfg_path.write_text(json.dumps(config), encoding="utf-8")
-        env = harness_env(device=device or config.get("device"),
+        cfg_path.write_text(config.model_dump_json(), encoding="utf-8")
+        env = harness_env(device=device or config_device,
                           extra={"WARPGRAD_RESULT": str(res_path), "TMPDIR": tmp, **(env_extra or {})})
         cache = warp_cache_dir(env)
         cache.mkdir(parents=True, exist_ok=True)
-        policy = SandboxPolicy(workspace=Path(config.get("workspace") or cwd), writable=[Path(tmp), cache,
-                               *_config_dirs(config)], devices=gpu_devices(), network=network_requested())
-        if device == "cpu" or config.get("device") == "cpu":
+        policy = SandboxPolicy(workspace=Path(session.workspace if session is not None else cwd),
+                               writable=[Path(tmp), cache, *_config_dirs(config)], devices=gpu_devices(),
+                               network=network_requested())
+        if device == "cpu" or config_device == "cpu":
             mem = memory_mb
         else:
             # CUDA reserves far more address space than it uses; an RLIMIT_AS cap would break it.
@@ -295,35 +333,39 @@ def run_harness(
         )
         secrets = secret_values()
         _redact_stderr_files(config, secrets)
-        data = None
+        result = None
         if res_path.exists():
             try:
-                data = _redact_tree(json.loads(res_path.read_text(encoding="utf-8")), secrets)
+                raw = json.loads(res_path.read_text(encoding="utf-8"))
             except json.JSONDecodeError:
-                data = None
-        return HarnessOutcome(process=proc, data=data)
+                raw = None
+            if raw is not None:
+                result = parse_result(_redact_tree(raw, secrets), result_type)
+        return HarnessOutcome(process=proc, result=result)
 
 
-def _redact_stderr_files(config: dict[str, Any], secrets: list[str]) -> None:
+def _sessions(config: HarnessConfig) -> list[SessionMode]:
+    return list(config.batch) if isinstance(config, BatchConfig) else [config]
+
+
+def _redact_stderr_files(config: HarnessConfig, secrets: list[str]) -> None:
     """Batch evaluations write their stderr to files the caller reads: redact those like the streams."""
-    for c in [config, *config.get("batch", [])]:
-        path = c.get("stderr")
-        if isinstance(path, str) and Path(path).is_file() and not Path(path).is_symlink():
+    for c in _sessions(config):
+        path = c.stderr
+        if path is not None and Path(path).is_file() and not Path(path).is_symlink():
             text = Path(path).read_text(encoding="utf-8", errors="replace")
             clean = redact(text, secrets)
             if clean != text:
                 Path(path).write_text(clean, encoding="utf-8")
 
 
-def _config_dirs(config: dict[str, Any]) -> list[Path]:
+def _config_dirs(config: HarnessConfig) -> list[Path]:
     """The existing folders a harness config tells the harness to write into (its own and each batch item's)."""
     found = []
-    for c in [config, *config.get("batch", [])]:
-        for key in ("outdir", "result", "stderr"):
-            if isinstance(c.get(key), str):
-                p = Path(c[key]) if key == "outdir" else Path(c[key]).parent
-                if p.is_dir():
-                    found.append(p)
+    for c in _sessions(config):
+        dirs = [Path(c.outdir) if c.outdir is not None else None,
+                *(Path(f).parent if f is not None else None for f in (c.result, c.stderr))]
+        found += [p for p in dirs if p is not None and p.is_dir()]
     return found
 
 

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -28,13 +28,31 @@ from .child_process import (
     HarnessOutcome,
     ProcessResult,
     _cuda_possible,
+    parse_result,
     run_harness,
     strip_warp_chatter,
+)
+from .harness.protocol import (
+    BatchConfig,
+    BatchEntry,
+    CaptureConfig,
+    CapturedIteration,
+    CaptureOptions,
+    CaptureReport,
+    CaptureResult,
+    FdConfig,
+    FdOptions,
+    FdResult,
+    HarnessResult,
+    Perturbation,
+    ProbeConfig,
+    ProbeOptions,
+    ProbeReport,
 )
 from .ledger import Ledger
 from .losses import parse_losses
 from .registry import ToolError, tool
-from .run_script import RunError, describe_run
+from .run_script import RunError, RunScriptResult, describe_run
 from .workspace import rel_path, resolve_path
 
 Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
@@ -165,6 +183,7 @@ def check(args: GradcheckArgs, workspace: Path) -> GradcheckResult:
             raise ToolError(f"{rel_path(workspace, p)} does not exist: give a workspace-relative path of a .py file")
     if probe is not None:
         return check_probe(args, workspace, probe, script)
+    assert script is not None  # neither a script nor a probe was refused above
     return check_capture(args, workspace, script)
 
 
@@ -173,70 +192,79 @@ class _Evaluator:
     """Runs FD evaluations of one captured script: each evaluation is the script rerun with perturbations
     added at the parameters' first use in the checked iteration, stopped at that iteration's update."""
 
-    def __init__(self, args: GradcheckArgs, workspace: Path, script: Path, base_cfg: dict[str, Any], tmp: Path,
-                 scheme: str) -> None:
-        self.args, self.workspace, self.script, self.base_cfg, self.tmp = args, workspace, script, base_cfg, tmp
+    # What every evaluation shares with the capture run.
+    INHERITED: ClassVar[set[str]] = {"workspace", "script", "args", "device", "seed"}
+
+    def __init__(self, args: GradcheckArgs, workspace: Path, script: Path, base: CaptureConfig, tmp: Path,
+                 scheme: Literal["consume", "backward"]) -> None:
+        self.args, self.workspace, self.script, self.base, self.tmp = args, workspace, script, base, tmp
         self.scheme = scheme
         self.counter = 0
         self.jobs = _jobs(args.jobs)
         self.forkable = args.device == "cpu" or not _cuda_possible()
 
-    def _config(self, iteration: int, pert: dict[str, np.ndarray]) -> tuple[dict[str, Any], Path]:
+    def _config(self, iteration: int, pert: dict[str, np.ndarray]) -> tuple[FdConfig, Path]:
         k = self.counter = self.counter + 1
-        items = []
+        items: list[Perturbation] = []
         for role, delta in pert.items():
             path = self.tmp / f"delta_{k}_{len(items)}.npy"
             np.save(path, delta)
-            items.append({"role": role, "delta": str(path)})
+            items.append(Perturbation(role=role, delta=str(path)))
         outdir = self.tmp / f"eval_{k}"
         outdir.mkdir()
-        cfg = dict(self.base_cfg, mode="fd", outdir=str(outdir), timeout_s=self.args.timeout_s,
-                   result=str(outdir / "result.json"), stderr=str(outdir / "stderr.txt"),
-                   capture={"iteration": iteration, "scheme": self.scheme, "objective": self.args.objective,
-                            "params": self.args.params, "perturb": items})
+        cfg = FdConfig(**self.base.model_dump(include=self.INHERITED), outdir=str(outdir),
+                       timeout_s=self.args.timeout_s, result=str(outdir / "result.json"),
+                       stderr=str(outdir / "stderr.txt"),
+                       capture=FdOptions(iteration=iteration, scheme=self.scheme, objective=self.args.objective,
+                                         params=self.args.params, perturb=items))
         return cfg, outdir
 
-    def _result(self, iteration: int, o: HarnessOutcome) -> fd.Evaluation:
-        d = (o.data or {}).get("capture") or {}
-        internal = d.get("listener_error") or ((o.data or {}).get("listener_errors") or {}).get("capture")
+    def _result(self, iteration: int, o: HarnessOutcome[FdResult]) -> fd.Evaluation:
+        data = o.result
+        d = data.capture if data is not None else None
+        internal = data.listener_failure("capture", d) if data is not None else None
         if internal:
             return fd.Evaluation(None, error=f"warpgrad's capture failed inside a perturbed run (an internal error, "
                                              f"not your script): {internal.splitlines()[0]}")
-        if o.data is None or (o.data.get("error") and not d.get("reached")):
-            r = describe_run(o.process, o.data, self.workspace, self.script, self.args.args)
+        reached = d is not None and d.reached
+        if data is None or (data.error and not reached):
+            r = describe_run(o.process, data, self.workspace, self.script, self.args.args)
             return fd.Evaluation(None, error=f"a perturbed run failed before iteration {iteration}'s update: "
                                              f"{r.error.message if r.error else o.error}")
-        if not d.get("reached"):
-            return fd.Evaluation(None, error=f"a perturbed run ended ({d.get('stopped_at')}) without reaching "
+        if d is None or not d.reached:
+            return fd.Evaluation(None, error=f"a perturbed run ended ({d.stopped_at if d else None}) without reaching "
                                              f"iteration {iteration}'s update: the script's control flow depends "
                                              "on the parameters or on run-to-run state")
-        if d.get("unapplied"):
-            return fd.Evaluation(None, error=f"parameters not reached in the perturbed run: {d['unapplied']}")
-        applied = {role: np.load(path) for role, path in d.get("applied", {}).items()}
-        return fd.Evaluation(d.get("objective"), applied=applied)
+        if d.unapplied:
+            return fd.Evaluation(None, error=f"parameters not reached in the perturbed run: {d.unapplied}")
+        applied = {role: np.load(path) for role, path in d.applied.items()}
+        return fd.Evaluation(d.objective, applied=applied)
 
     def _one(self, iteration: int, pert: dict[str, np.ndarray]) -> fd.Evaluation:
         cfg, _ = self._config(iteration, pert)
-        out = run_harness(cfg, cwd=self.workspace, timeout_s=self.args.timeout_s, device=self.args.device)
+        out = run_harness(cfg, FdResult, cwd=self.workspace, timeout_s=self.args.timeout_s, device=self.args.device)
         return self._result(iteration, out)
 
     def _chunk(self, iteration: int, perts: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
         """Evaluations forked from one booted harness (Warp imported once)."""
         subs = [self._config(iteration, p) for p in perts]
-        o = run_harness({"mode": "batch", "batch": [c for c, _ in subs]}, cwd=self.workspace,
+        o = run_harness(BatchConfig(batch=[c for c, _ in subs]), HarnessResult, cwd=self.workspace,
                         timeout_s=self.args.timeout_s * len(subs) + 30, device=self.args.device)
-        info = (o.data or {}).get("batch") or []
+        info = (o.result.batch if o.result is not None else None) or []
         out = []
-        for i, (cfg, outdir) in enumerate(subs):
-            res_file = Path(cfg["result"])
-            data = json.loads(res_file.read_text(encoding="utf-8")) if res_file.is_file() else None
-            e = info[i] if i < len(info) else {}
+        for i, (_, outdir) in enumerate(subs):
+            res_file = outdir / "result.json"
+            data = parse_result(json.loads(res_file.read_text(encoding="utf-8")), FdResult) \
+                if res_file.is_file() else None
+            e = info[i] if i < len(info) else BatchEntry()
             err_tail = (outdir / "stderr.txt").read_text(encoding="utf-8", errors="replace")[-8000:] \
                 if (outdir / "stderr.txt").is_file() else o.process.stderr_tail
-            proc = ProcessResult(argv=o.process.argv, returncode=e.get("returncode", o.process.returncode),
-                                 signal=e.get("signal"), timed_out=bool(e.get("timed_out")), wall_s=e.get("wall_s", 0.0),
+            # A session killed or timed out has no exit code of its own: the batch process's stands in.
+            proc = ProcessResult(argv=o.process.argv,
+                                 returncode=e.returncode if e.returncode is not None else o.process.returncode,
+                                 signal=e.signal, timed_out=e.timed_out, wall_s=e.wall_s,
                                  stderr_tail=err_tail, memory_limit_mb=o.process.memory_limit_mb)
-            out.append(self._result(iteration, HarnessOutcome(process=proc, data=data)))
+            out.append(self._result(iteration, HarnessOutcome(process=proc, result=data)))
         return out
 
     def evaluate(self, iteration: int, batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
@@ -254,45 +282,46 @@ class _Evaluator:
         return ordered  # type: ignore[return-value]
 
 
-def _capture(args: GradcheckArgs, workspace: Path, script: Path, base_cfg: dict[str, Any], res: GradcheckResult):
+def _capture(args: GradcheckArgs, workspace: Path, script: Path, base: CaptureConfig,
+             res: GradcheckResult) -> tuple[RunScriptResult, CaptureResult | None, CaptureReport]:
     """The capture run (with the fallback to iteration 0 when a later iteration's forward is already
-    non-finite). Returns (run, data, capture dict)."""
+    non-finite). Returns (run, result, capture section; empty when the run wrote none)."""
     iteration = args.iteration
     for attempt in range(2):
-        cap_cfg = dict(base_cfg, mode="capture",
-                       capture={"iteration": iteration, "params": args.params, "objective": args.objective})
-        out = run_harness(cap_cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
-        run = describe_run(out.process, out.data, workspace, script, args.args)
-        data = out.data or {}
-        cap = data.get("capture") or {}
-        obj = cap.get("objective")
-        if (attempt == 0 and args.iteration is None and cap.get("iteration") and run.error is None
+        cap_cfg = base.model_copy(update={"capture": CaptureOptions(iteration=iteration, params=args.params,
+                                                                    objective=args.objective)})
+        out = run_harness(cap_cfg, CaptureResult, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+        run = describe_run(out.process, out.result, workspace, script, args.args)
+        data = out.result
+        cap = (data.capture if data is not None else None) or CaptureReport()
+        obj = cap.objective
+        if (attempt == 0 and args.iteration is None and cap.iteration and run.error is None
                 and obj is not None and not np.isfinite(obj)):
             # A NaN gradient at iteration 0 poisons the parameters, so iteration 1's forward is already
             # non-finite: check the first iteration, where the bad gradient was born.
-            res.notes.append(f"the objective is {obj} at iteration {cap['iteration']}; checked iteration 0 instead")
+            res.notes.append(f"the objective is {obj} at iteration {cap.iteration}; checked iteration 0 instead")
             iteration = 0
             continue
         return run, data, cap
     return run, data, cap
 
 
-def _refusal(args: GradcheckArgs, cap: dict[str, Any], res: GradcheckResult) -> str | None:
+def _refusal(args: GradcheckArgs, cap: CaptureReport, res: GradcheckResult) -> str | None:
     """Why capture cannot say what was differentiated (None when it can). Each reason names the assumption
     that failed; a refusal is never a pass."""
-    if not cap.get("iterations_seen"):
+    if not cap.iterations_seen:
         return ("the script never called tape.backward(): there is no gradient to check. If the gradient is "
                 "computed elsewhere, write a probe file (params/loss/grad) and pass --probe")
-    params = cap.get("params", [])
-    if cap["scheme"] == "backward" and not args.params and len(params) != 1:
-        names = ", ".join(cap.get("leaf_candidates") or []) or "none found"
+    params = cap.params
+    if cap.scheme == "backward" and not args.params and len(params) != 1:
+        names = ", ".join(cap.leaf_candidates) or "none found"
         return ("no parameter update was seen after backward (no warp.optim step, no launch or host code reading a "
                 f".grad), so the parameters are ambiguous. Candidate leaf arrays: {names}. Name them with --param "
                 "NAME, or write a probe file")
     if not params:
-        return (f"iteration {cap.get('iteration')} consumed no gradient of a parameter that --param names"
+        return (f"iteration {cap.iteration} consumed no gradient of a parameter that --param names"
                 if args.params else "no parameter gradient was consumed at the captured iteration")
-    graph = cap.get("graph_events") or []
+    graph = cap.graph_events
     if graph:
         # Launches recorded into a graph do not run when the hooks see them, and a replay runs them with no
         # Python call: the objective and the gradient capture would read are not the ones the update uses.
@@ -302,7 +331,7 @@ def _refusal(args: GradcheckArgs, cap: dict[str, Any], res: GradcheckResult) -> 
                 "probe file (params/loss/grad)")
     if args.objective:
         return None
-    boundary = cap.get("boundary_seeds") or []
+    boundary = cap.boundary_seeds
     if boundary:
         # An adjoint handed from one backward pass to another (hand-written checkpointing) is not an
         # objective: the seeded dot product of one segment is not what the script optimizes.
@@ -310,7 +339,7 @@ def _refusal(args: GradcheckArgs, cap: dict[str, Any], res: GradcheckResult) -> 
                 "a hand-written multi-tape backward such as gradient checkpointing. Capture does not follow it and "
                 "gives no verdict: check the forward's own loss against the gradient the update consumes with a "
                 "probe file (params/loss/grad; see references/verification.md), or name the loss with --objective")
-    if cap.get("unseeded_backward"):
+    if cap.unseeded_backward:
         return ("a tape.backward() ran with no loss, no grads= and no nonzero seed gradient on an array the tape "
                 "writes, so capture cannot tell what it differentiates; write a probe file (params/loss/grad)")
     return None
@@ -324,25 +353,25 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
     res = GradcheckResult(ok=False, mode="capture", script=rel)
     tmp = Path(tempfile.mkdtemp(prefix="warpgrad-fd-"))
     try:
-        base_cfg = {"workspace": str(workspace), "script": str(script), "args": list(args.args), "device": args.device,
-                    "seed": args.seed, "outdir": str(tmp)}
-        run, data, cap = _capture(args, workspace, script, base_cfg, res)
-        res.device, res.warp_version, res.files = data.get("device", ""), data.get("warp_version", ""), data.get("files", {})
+        base = CaptureConfig(workspace=str(workspace), script=str(script), args=list(args.args), device=args.device,
+                             seed=args.seed, outdir=str(tmp))
+        run, data, cap = _capture(args, workspace, script, base, res)
+        res.device, res.warp_version, res.files = _run_facts(data)
         if run.error is not None:
             return _fail(res, f"the script does not run: {run.error.message}", run.error)
-        internal = cap.get("listener_error") or (data.get("listener_errors") or {}).get("capture")
+        internal = data.listener_failure("capture", cap) if data is not None else cap.listener_error
         if internal:
             return _fail(res, "warpgrad's capture failed (an internal error in warpgrad, not in your script): "
                               f"{internal}")
-        res.notes += cap.get("notes", [])
-        res.iteration, res.backward_calls = cap.get("iteration"), cap.get("backward_calls")
+        res.notes += cap.notes
+        res.iteration, res.backward_calls = cap.iteration, cap.backward_calls
         refusal = _refusal(args, cap, res)
         if refusal:
             return _fail(res, refusal)
-        ev = _Evaluator(args, workspace, script, base_cfg, tmp, cap["scheme"])
-        factor, printed = _reported_factor(run.stdout_tail, cap.get("seeded_trajectory") or [], args.objective)
+        ev = _Evaluator(args, workspace, script, base, tmp, cap.scheme)
+        factor, printed = _reported_factor(run.stdout_tail, cap.seeded_trajectory, args.objective)
         res.printed_vs_seeded = printed
-        seeds = cap.get("objective_seeds") or []
+        seeds = cap.objective_seeds
         if factor is not None and not all("uniform seed" in sd for sd in seeds):
             # A scalar loss passed to backward is the objective the user built; printing a multiple of it is
             # cosmetic. Only an implied sum over hand-seeded terms takes its meaning from what is reported.
@@ -354,7 +383,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
                              "the seeded one. If the printed quantity is the real objective, rerun with --objective "
                              "VARIABLE")
         primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True)
-        others = [o for o in cap.get("other_iterations") or [] if o.get("iteration") == 0]
+        others = [o for o in cap.other_iterations if o.iteration == 0]
         if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
             return primary
         # The first iteration too (bugs hide at either end). Within the same budget when the later one gave a
@@ -362,41 +391,48 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
         # can leave the later iteration unjudgeable while the first shows the bug plainly).
         first = GradcheckResult(ok=False, mode="capture", script=rel, device=res.device,
                                 warp_version=res.warp_version, files=res.files)
-        definite = primary.passed is not None and primary.eps is not None and trunc_rel is not None
-        first, _ = _check_iteration(args, first, dict(cap, **others[0]), ev, factor, t0, baseline=not definite,
-                                    after=(primary.eps, trunc_rel) if definite else None)
+        after = (primary.eps, trunc_rel) if primary.passed is not None and primary.eps is not None \
+            and trunc_rel is not None else None
+        first, _ = _check_iteration(args, first, others[0], ev, factor, t0, baseline=after is None, after=after)
         return _combine(primary, first)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, Any], ev: _Evaluator,
+def _run_facts(data: HarnessResult | None) -> tuple[str, str, dict[str, str]]:
+    """(device, Warp version, files) of a run, for the evidence; empty when the harness never said."""
+    if data is None:
+        return "", "", {}
+    return data.device or "", data.warp_version or "", dict(data.files)
+
+
+def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIteration, ev: _Evaluator,
                      factor: float | None, t0: float, *, baseline: bool,
                      after: tuple[float, float] | None = None) -> tuple[GradcheckResult, float | None]:
     """FD check of one captured iteration: a full sweep (`after` None), or two directions at the (step,
     relative truncation error) a sweep chose at another iteration. Returns the result and its truncation."""
-    res.iteration, res.backward_calls = cap.get("iteration"), cap.get("backward_calls")
+    res.iteration, res.backward_calls = cap.iteration, cap.backward_calls
     res.iterations = [res.iteration] if res.iteration is not None else []
-    params = cap.get("params", [])
-    missing_role = [p["name"] for p in params if not p.get("role")]
+    missing_role = [p.name for p in cap.params if not p.role]
     if missing_role:
         res.notes.append("not used by any taped launch in the iteration, so not perturbed (AD sees no path from "
                          f"them either): {', '.join(missing_role)}")
-    params = [p for p in params if p.get("role")]
+    roles = [(p.role, p) for p in cap.params if p.role]
+    params = [p for _, p in roles]
     if not params:
         return _failed(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
                           "depend on them through the tape (gradient chain cut before the first kernel?)")
     for p in params:
-        if p.get("crosscheck"):
-            res.notes.append(f"{p['name']}: {p['crosscheck']}")
-    stale_reads = [p["name"] for p in params if p.get("stale_read")]
+        if p.crosscheck:
+            res.notes.append(f"{p.name}: {p.crosscheck}")
+    stale_reads = [p.name for p in params if p.stale_read]
     res.stale_read = bool(stale_reads)
     if stale_reads:
         res.notes.append(f"the update of {', '.join(stale_reads)} applies a stale gradient (read before this "
                          "iteration's backward, or kept from an earlier iteration; quick-check WG015): the check "
                          "compares that stale gradient with FD at the current parameters")
-    objective = cap.get("objective")
-    seeds = ", ".join(cap.get("objective_seeds") or [])
+    objective = cap.objective
+    seeds = ", ".join(cap.objective_seeds)
     if args.objective:
         res.objective = f"variable {args.objective!r} at the update of iteration {res.iteration}"
         res.objective_kind = "partial"
@@ -406,9 +442,9 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
     else:
         res.objective = f"sum of the losses seeded into backward in iteration {res.iteration} ({seeds})"
     if not args.objective and res.printed_vs_seeded == "different" and any(
-            "uniform seed" in sd for sd in cap.get("objective_seeds") or []):
+            "uniform seed" in sd for sd in cap.objective_seeds):
         res.objective_kind = "partial"  # an implied sum over per-element terms the script does not report
-    res.gradient = "; ".join(f"{p['name']}: {p['how']}" for p in params)
+    res.gradient = "; ".join(f"{p.name}: {p.how}" for p in params)
     res.objective_value = objective
     if objective is None or not np.isfinite(objective):
         if objective is not None and res.iteration == 0:
@@ -421,18 +457,20 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
             return res, None
         return _failed(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
                           "finding (fix the forward first); FD of it means nothing")
-    fparams = [fd.Param(key=p["role"], name=p["name"], value=np.load(p["value_file"]),
-                        grad=np.load(p["grad_file"])) for p in params]
+    fparams = [fd.Param(key=role, name=p.name, value=np.load(p.value_file), grad=np.load(p.grad_file))
+               for role, p in roles]
     spec = {"mode": "capture", "script": res.script, "args": list(args.args), "iteration": args.iteration,
-            "scheme": cap["scheme"], "params": sorted(p["name"] for p in params), "objective": args.objective,
+            "scheme": ev.scheme, "params": sorted(p.name for p in params), "objective": args.objective,
             "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
     res.harness, res.harness_id = spec, _harness_id(spec)
-    res.params = [ParamCheck(name=p["name"], role=p["role"], how=p["how"], shape=p["shape"],
-                             size=int(np.prod(p["numpy_shape"])) if p["numpy_shape"] else 1,
+    res.params = [ParamCheck(name=p.name, role=p.role, how=p.how, shape=p.shape,
+                             size=int(np.prod(p.numpy_shape)) if p.numpy_shape else 1,
                              ad_norm=float(np.linalg.norm(fp.grad)),
                              nonfinite=int(np.count_nonzero(~np.isfinite(fp.grad))))
                   for p, fp in zip(params, fparams)]
     iteration = res.iteration
+    if iteration is None:  # capture names every iteration it records
+        return _failed(res, "capture did not say which iteration it recorded (an internal error in warpgrad)")
     scale = factor if factor is not None else 1.0
     base: dict[str, fd.Evaluation] = {}
 
@@ -544,7 +582,7 @@ def _reported_factor(stdout: str, seeded: list[float], objective_name: str | Non
     return None, "different"
 
 
-def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], cap: dict[str, Any], *,
+def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], cap: CapturedIteration, *,
             override: tuple[str, str] | None = None, t0: float) -> GradcheckResult:
     import time
 
@@ -559,8 +597,8 @@ def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], 
         res.signature, res.explanation = override
         res.reason, res.passed = override[1], None
     else:
-        sig, factor, why = fd.classify(report, grads=grads, backward_calls=cap.get("backward_calls") or 1,
-                                       stale=cap.get("stale_grads") or {})
+        sig, factor, why = fd.classify(report, grads=grads, backward_calls=cap.backward_calls or 1,
+                                       stale=cap.stale_grads)
         res.signature, res.factor, res.explanation = sig, factor, why
         if sig == "inconclusive":
             res.passed, res.reason = None, report.reason
@@ -602,38 +640,38 @@ def check_probe(args: GradcheckArgs, workspace: Path, probe: Path, script: Path 
             "declared_objective": args.declared_objective,
             "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
     res.harness, res.harness_id = spec, _harness_id(spec)
-    cfg = {"mode": "probe", "workspace": str(workspace), "script": str(script) if script else None, "device": args.device,
-           "seed": args.seed, "extra_files": [str(probe)],
-           "probe": {"path": str(probe), "params": args.params, "directions": args.directions, "seed": args.seed,
-                     "elements": args.elements}}
-    out = run_harness(cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
-    data = out.data or {}
-    res.device, res.warp_version = data.get("device", ""), data.get("warp_version", "")
-    res.files = {k: v for k, v in data.get("files", {}).items() if k != rel}
-    run = describe_run(out.process, out.data, workspace, probe, [])
+    cfg = ProbeConfig(workspace=str(workspace), script=str(script) if script else None, device=args.device,
+                      seed=args.seed, extra_files=[str(probe)],
+                      probe=ProbeOptions(path=str(probe), params=args.params, directions=args.directions,
+                                         seed=args.seed, elements=args.elements))
+    out = run_harness(cfg, HarnessResult, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+    data = out.result
+    res.device, res.warp_version, files = _run_facts(data)
+    res.files = {k: v for k, v in files.items() if k != rel}
+    run = describe_run(out.process, data, workspace, probe, [])
     if run.error is not None:
         return _fail(res, f"the probe could not be run: {run.error.message}", run.error)
-    pr = data.get("probe") or {}
+    pr = (data.probe if data is not None else None) or ProbeReport()
     if not res.files:
         return _fail(res, "the probe never imported a workspace file: a check that never ran the shipped code is not "
                           "evidence. Import the program's modules from the probe and call into them")
     res.files[rel] = digest
     res.objective = f"loss() of the probe {rel}"
     res.gradient = f"grad() of the probe {rel}"
-    res.objective_value = pr.get("base_objective")
-    res.params = [ParamCheck(name=p["name"], shape=p["shape"], size=int(np.prod(p["shape"])) if p["shape"] else 1,
-                             ad_norm=p["ad_norm"], nonfinite=p["nonfinite"]) for p in pr.get("params", [])]
-    if pr.get("nondeterministic"):
+    res.objective_value = pr.base_objective
+    res.params = [ParamCheck(name=p.name, shape=p.shape, size=int(np.prod(p.shape)) if p.shape else 1,
+                             ad_norm=p.ad_norm, nonfinite=p.nonfinite) for p in pr.params]
+    if pr.nondeterministic:
         res.ok, res.signature, res.passed = True, "inconclusive", None
-        res.reason = (f"loss() is not deterministic: {pr['base_objective']!r}, then {pr['rerun_objective']!r}, then "
-                      f"{pr['after_grad_objective']!r} after grad(). The probe must rebuild its state on every call and "
+        res.reason = (f"loss() is not deterministic: {pr.base_objective!r}, then {pr.rerun_objective!r}, then "
+                      f"{pr.after_grad_objective!r} after grad(). The probe must rebuild its state on every call and "
                       "pin every random seed; FD of a noisy objective is meaningless")
         res.wall_s = round(time.monotonic() - t0, 3)
         return res
-    report = fd.FDReport.model_validate(pr["report"])
-    grads = [np.array(p["grad"], dtype=float) if p.get("grad") is not None else
-             (np.full(1, np.nan) if p["nonfinite"] else np.ones(1) * (p["ad_norm"] > 0)) for p in pr.get("params", [])]
-    cap = {"backward_calls": 1, "stale_grads": {}}
+    report = fd.FDReport.model_validate(pr.report)
+    grads = [np.array(p.grad, dtype=float) if p.grad is not None else
+             (np.full(1, np.nan) if p.nonfinite else np.ones(1) * (p.ad_norm > 0)) for p in pr.params]
+    cap = CapturedIteration(backward_calls=1)
     res.evaluations = report.evaluations + 3
     return _finish(res, report, [fd.Param(p.name, p.name, np.zeros(1), g) for p, g in zip(res.params, grads)], cap, t0=t0)
 

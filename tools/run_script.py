@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from .child_process import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_warp_chatter
+from .harness.protocol import HarnessResult, RunConfig
 from .ledger import Ledger
 from .losses import JsonFloat, LossPoint, parse_losses, summarize
 from .metric import Direction, MetricSpec
@@ -91,13 +92,14 @@ def run_script_in(workspace: Path, script: Path, args: list[str], *, timeout_s: 
                   metric: MetricSpec | None = None) -> RunScriptResult:
     """Run `script` under the harness in "run" mode and describe what happened."""
     workspace = Path(workspace).resolve()
-    cfg = {"mode": "run", "workspace": str(workspace), "script": str(script), "args": list(args), "device": device}
-    out = run_harness(cfg, cwd=workspace, timeout_s=timeout_s, memory_mb=memory_mb, device=device)
-    return describe_run(out.process, out.data, workspace, script, args, metric=metric)
+    cfg = RunConfig(workspace=str(workspace), script=str(script), args=list(args), device=device)
+    out = run_harness(cfg, HarnessResult, cwd=workspace, timeout_s=timeout_s, memory_mb=memory_mb, device=device)
+    return describe_run(out.process, out.result, workspace, script, args, metric=metric)
 
 
-def describe_run(proc: ProcessResult, data: dict | None, workspace: Path, script: Path, args: list[str],
+def describe_run(proc: ProcessResult, data: HarnessResult | None, workspace: Path, script: Path, args: list[str],
                  metric: MetricSpec | None = None) -> RunScriptResult:
+    """What a harness run did, for people and the ledger: its error, output, losses and Warp's warnings."""
     stdout = strip_warp_chatter(proc.stdout_tail)
     metric_values = metric.values(stdout) if metric is not None else []
     stderr = strip_warp_chatter(proc.stderr_tail)
@@ -112,16 +114,21 @@ def describe_run(proc: ProcessResult, data: dict | None, workspace: Path, script
         ok=error is None, script=rel, args=list(args), returncode=proc.returncode, signal=proc.signal,
         timed_out=proc.timed_out, wall_s=proc.wall_s, stdout_tail=stdout[-8000:], stderr_tail=stderr[-4000:],
         output_truncated=proc.stdout_bytes > len(proc.stdout_tail.encode()) or proc.stderr_bytes > len(proc.stderr_tail.encode()),
-        error=error, warp_version=(data or {}).get("warp_version"), device=(data or {}).get("device"),
+        error=error, warp_version=data.warp_version if data else None, device=data.device if data else None,
         loss_trajectory=[p.value for p in points], loss_points=points[-200:], final_loss=summary.get("last"),
         trend=summary.get("trend"),
-        warp_warnings=[r["message"][:400] for r in (data or {}).get("warp_log", []) if r["level"] == "warning"][:50],
-        files=(data or {}).get("files", {}), counts=(data or {}).get("run", {}) or {},
+        warp_warnings=[r.message[:400] for r in (data.warp_log if data else []) if r.level == "warning"][:50],
+        files=dict(data.files) if data else {}, counts=_counts(data),
         metric=metric, metric_values=metric_values, metric_final=metric_values[-1] if metric_values else None,
     )
 
 
-def _error_of(proc: ProcessResult, data: dict | None, stderr: str) -> RunError | None:
+def _counts(data: HarnessResult | None) -> dict[str, int]:
+    run = data.run if data is not None else None
+    return run.counts() if run is not None and run.listener_error is None else {}
+
+
+def _error_of(proc: ProcessResult, data: HarnessResult | None, stderr: str) -> RunError | None:
     if proc.timed_out:
         return RunError(kind="timeout", message=f"the script ran past {proc.wall_s:.0f} s and was killed (a hang, or "
                         "too large for a check: shrink it)")
@@ -134,15 +141,16 @@ def _error_of(proc: ProcessResult, data: dict | None, stderr: str) -> RunError |
         if "MemoryError" in stderr or "std::bad_alloc" in stderr:
             return RunError(kind="out_of_memory", message=f"the script ran out of memory (cap {proc.memory_limit_mb} MiB)")
         return RunError(kind="harness_failed", message=f"the run {proc.describe()} without a report:\n{tail}")
-    err = data.get("error")
+    err = data.error
     if err:
-        tb = err.get("traceback", [])
-        last = tb[-1] if tb else {}
-        msg = f"{err.get('type', '')}: {err.get('message', '')}".strip(": ")
-        if err["kind"] == "out_of_memory":
+        tb = err.traceback
+        last = tb[-1] if tb else None
+        msg = f"{err.type or ''}: {err.message}".strip(": ")
+        if err.kind == "out_of_memory":
             msg = f"the script ran out of memory (cap {proc.memory_limit_mb} MiB): {msg}"
-        return RunError(kind=err["kind"], message=msg, file=err.get("file") or last.get("file"),
-                        line=err.get("line") or last.get("line"), traceback=tb)
+        return RunError(kind=err.kind, message=msg, file=err.file or (last.file if last else None),
+                        line=err.line or (last.line if last else None),
+                        traceback=[f.model_dump() for f in tb])
     if proc.returncode not in (0, None):
         return RunError(kind="exit_code", message=f"exit code {proc.returncode}")
     return None

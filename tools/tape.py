@@ -14,17 +14,29 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from .child_process import run_harness
+from .child_process import ProcessResult, run_harness
+from .harness.protocol import (
+    LOCALIZE_LISTENER,
+    TAPE_INSPECT_LISTENER,
+    CaptureConfig,
+    CaptureOptions,
+    CaptureResult,
+    LaunchGradchecks,
+    LocalizeOptions,
+    RecordedLaunch,
+    RecordedTape,
+    TapeInspectOptions,
+    TapeInspectReport,
+    TapeLocalization,
+)
 from .registry import ToolError, tool
 from .run_script import RunError, describe_run
 from .tape_hazards import Hazard, hazards
 from .workspace import rel_or_raw as _rel
 from .workspace import rel_path, resolve_path
 
-LISTENER = "warpgrad.tools.harness.tape_listener:TapeInspectListener"
-LOCALIZE = "warpgrad.tools.harness.localize:LocalizeListener"
 MAX_LAUNCHES_SHOWN = 300
 
 
@@ -181,102 +193,100 @@ class InspectTapeResult(BaseModel):
     wall_s: float = 0.0
 
 
-def _relativize(workspace: Path, desc: dict[str, Any]) -> None:
-    """Workspace-relative paths everywhere in a raw description (in place)."""
-    for d in desc.get("launches", []):
-        s = d.get("site") or {}
-        if s.get("file"):
-            s["file"] = _rel(workspace, s["file"])
-        kd = d.get("kernel_def")
-        if kd:
-            f, _, ln = kd.rpartition(":")
-            d["kernel_def"] = f"{_rel(workspace, f)}:{ln}"
-    for u in desc.get("untaped_writes", []):
-        s = u.get("site") or {}
-        if s.get("file"):
-            s["file"] = _rel(workspace, s["file"])
+def _relativize(workspace: Path, desc: RecordedTape) -> None:
+    """Workspace-relative paths everywhere in a description (in place)."""
+    for d in desc.launches:
+        if d.site.file:
+            d.site.file = _rel(workspace, d.site.file)
+        if d.kernel_def:
+            f, _, ln = d.kernel_def.rpartition(":")
+            d.kernel_def = f"{_rel(workspace, f)}:{ln}"
+    for u in desc.untaped_writes:
+        if u.site.file:
+            u.site.file = _rel(workspace, u.site.file)
 
 
-def _tape_model(desc: dict[str, Any], with_launches: bool) -> TapeDescription:
-    arrays = desc.get("arrays", {})
-    names = {k: (a.get("name") or k) for k, a in arrays.items()}
-    launches = []
-    for d in desc.get("launches", [])[:MAX_LAUNCHES_SHOWN] if with_launches else []:
-        s = d.get("site") or {}
-        uses = []
-        for e in d["arrays"]:
-            a = arrays.get(e["array"], {})
-            uses.append(ArrayUse(arg=e["arg"], field=e.get("field"), array=e["array"], name=e.get("user_name") or a.get("name"),
-                                 shape=a.get("shape", []), dtype=a.get("dtype", ""),
-                                 requires_grad=bool(a.get("requires_grad")), retain_grad=bool(a.get("retain_grad")),
-                                 ptr=a.get("ptr"), read=e["read"], written=e["written"],
-                                 accumulate_only=bool(e.get("accumulate_only")), inplace=bool(e.get("inplace")),
-                                 changed_since_launch=e.get("changed_since_launch")))
-        launches.append(TapeLaunch(index=d["index"], type=d["type"], kernel=d.get("kernel"), file=s.get("file"),
-                                   line=s.get("line"), func=s.get("func"), dim=d.get("dim", []),
-                                   kernel_def=d.get("kernel_def"), backward_enabled=d.get("backward_enabled", True),
-                                   backward_disabled_by=d.get("backward_disabled_by"),
-                                   recorded_iteration=d.get("recorded_iteration"), access_source=d.get("access_source"),
-                                   arrays=uses))
-    untaped = []
-    for u in desc.get("untaped_writes", [])[:50]:
-        s = u.get("site") or {}
-        untaped.append(UntapedWrite(kind=u["kind"], kernel=u.get("kernel"), file=s.get("file"), line=s.get("line"),
-                                    arrays=[names.get(a, a) for a in u.get("arrays", [])], why=u.get("why", ""),
-                                    after_launch=u.get("after_launch")))
-    td = TapeDescription(iteration=desc.get("iteration"), backward_index=desc.get("backward_index"),
-                         n_launches=desc.get("n_launches", 0), loss=[names.get(a, a) for a in desc.get("loss", [])],
-                         seed=desc.get("seed", ""), launches=launches, untaped_writes=untaped,
-                         truncated=bool(desc.get("truncated")) or len(desc.get("launches", [])) > MAX_LAUNCHES_SHOWN)
+def _array_use(desc: RecordedTape, d: RecordedLaunch) -> list[ArrayUse]:
+    uses = []
+    for e in d.arrays:
+        a = desc.array(e.array)
+        uses.append(ArrayUse(arg=e.arg, field=e.field, array=e.array, name=e.user_name or a.name, shape=a.shape,
+                             dtype=a.dtype, requires_grad=a.requires_grad, retain_grad=a.retain_grad, ptr=a.ptr,
+                             read=e.read, written=e.written, accumulate_only=e.accumulate_only, inplace=e.inplace,
+                             changed_since_launch=e.changed_since_launch))
+    return uses
+
+
+def _tape_model(desc: RecordedTape, with_launches: bool) -> TapeDescription:
+    names = {k: (a.name or k) for k, a in desc.arrays.items()}
+    launches = [TapeLaunch(index=d.index, type=d.type, kernel=d.kernel, file=d.site.file, line=d.site.line,
+                           func=d.site.func, dim=d.dim, kernel_def=d.kernel_def, backward_enabled=d.backward_enabled,
+                           backward_disabled_by=d.backward_disabled_by, recorded_iteration=d.recorded_iteration,
+                           access_source=d.access_source, arrays=_array_use(desc, d))
+                for d in (desc.launches[:MAX_LAUNCHES_SHOWN] if with_launches else [])]
+    untaped = [UntapedWrite(kind=u.kind, kernel=u.kernel, file=u.site.file, line=u.site.line,
+                            arrays=[names.get(a, a) for a in u.arrays], why=u.why, after_launch=u.after_launch)
+               for u in desc.untaped_writes[:50]]
+    td = TapeDescription(iteration=desc.iteration, backward_index=desc.backward_index, n_launches=desc.n_launches,
+                         loss=[names.get(a, a) for a in desc.loss], seed=desc.seed, launches=launches,
+                         untaped_writes=untaped,
+                         truncated=desc.truncated or len(desc.launches) > MAX_LAUNCHES_SHOWN)
     _localization(td, desc, names)
     return td
 
 
-def _localization(td: TapeDescription, desc: dict[str, Any], names: dict[str, str]) -> None:
-    loc = desc.get("localize") or {}
-    by_index = {d["index"]: d for d in desc.get("launches", [])}
+class _Sites:
+    """Call sites of a description's launches, by tape index."""
 
-    def site(j: int | None) -> tuple[str | None, int | None, str | None]:
-        d = by_index.get(j) if j is not None else None
+    def __init__(self, desc: RecordedTape) -> None:
+        self.by_index = {d.index: d for d in desc.launches}
+
+    def __call__(self, j: int | None) -> tuple[str | None, int | None, str | None]:
+        d = self.by_index.get(j) if j is not None else None
         if d is None:
             return None, None, None
-        s = d.get("site") or {}
-        return s.get("file"), s.get("line"), d.get("kernel")
+        return d.site.file, d.site.line, d.kernel
 
-    td.localize_error = loc.get("error")
-    gc = loc.get("gradcheck") or {}
-    for c in gc.get("checked", []):
-        file, line, _ = site(c["index"])
-        td.gradcheck.append(LaunchCheck(
-            index=c["index"], kernel=c["kernel"], file=file, line=line, status=c.get("status", "error"),
-            reason=c.get("reason", ""), eps=c.get("eps"), atol=c.get("atol"), rtol=c.get("rtol"),
-            fd_noise=c.get("fd_noise"),
-            passed={"passed": True, "failed": False, "nan": False}.get(c.get("status", "error")),
-            rows=[GradcheckRow(input=r["input"], output=r["output"], max_abs_error=r["max_abs_error"],
-                               max_rel_error=r["max_rel_error"], ad=r["ad"], fd=r["fd"], passed=r["pass"])
-                  for r in c.get("rows", [])]))
-    for s in gc.get("skipped", []):
-        file, line, kernel = site(s["index"])
-        td.gradcheck_skipped.append(SkippedLaunch(index=s["index"], kernel=s.get("kernel") or kernel, file=file,
-                                                  line=line, reason=s["reason"]))
-    nan = loc.get("nan")
-    if nan:
-        o, f = nan.get("origin") or {}, nan.get("forward_origin") or {}
-        file, line, kernel = site(o.get("index"))
-        ffile, fline, fkernel = site(f.get("index"))
+
+def _localization(td: TapeDescription, desc: RecordedTape, names: dict[str, str]) -> None:
+    loc = desc.localize or TapeLocalization()
+    td.localize_error = loc.error
+    site = _Sites(desc)
+    _launch_checks(td, loc.gradcheck or LaunchGradchecks(), site)
+    nan = loc.nan
+    if nan is not None:
+        o, f = nan.origin, nan.forward_origin
+        file, line, kernel = site(o.index if o else None)
+        ffile, fline, fkernel = site(f.index if f else None)
         td.nan_origin = NanOrigin(
-            nonfinite_adjoints=bool(nan.get("nonfinite_adjoints")), index=o.get("index"), kernel=kernel, file=file,
-            line=line, arrays=[names.get(a, a) for a in o.get("arrays", [])],
-            output_adjoints_finite=o.get("output_adjoints_finite"), forward_index=f.get("index"),
+            nonfinite_adjoints=nan.nonfinite_adjoints, index=o.index if o else None, kernel=kernel, file=file,
+            line=line, arrays=[names.get(a, a) for a in (o.arrays if o else [])],
+            output_adjoints_finite=o.output_adjoints_finite if o else None, forward_index=f.index if f else None,
             forward_kernel=fkernel, forward_file=ffile, forward_line=fline,
-            forward_arrays=[names.get(a, a) for a in f.get("arrays", [])],
-            nonfinite_before_backward=[names.get(a, a) for a in nan.get("nonfinite_before_backward", [])])
+            forward_arrays=[names.get(a, a) for a in (f.arrays if f else [])],
+            nonfinite_before_backward=[names.get(a, a) for a in nan.nonfinite_before_backward])
+
+
+def _launch_checks(td: TapeDescription, gc: LaunchGradchecks, site: _Sites) -> None:
+    for c in gc.checked:
+        file, line, _ = site(c.index)
+        td.gradcheck.append(LaunchCheck(
+            index=c.index, kernel=c.kernel, file=file, line=line, status=c.status, reason=c.reason, eps=c.eps,
+            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise,
+            passed={"passed": True, "failed": False, "nan": False}.get(c.status),
+            rows=[GradcheckRow(input=r.input, output=r.output, max_abs_error=r.max_abs_error,
+                               max_rel_error=r.max_rel_error, ad=r.ad, fd=r.fd, passed=r.passed)
+                  for r in c.rows]))
+    for sk in gc.skipped:
+        file, line, kernel = site(sk.index)
+        td.gradcheck_skipped.append(SkippedLaunch(index=sk.index, kernel=sk.kernel or kernel, file=file, line=line,
+                                                  reason=sk.reason))
 
 
 def inspect(workspace: Path, script: Path | str, args: list[str] | None = None, iteration: int | None = None, *,
             timeout_s: float = 300.0, device: str | None = None, with_launches: bool = True, max_tapes: int = 4,
-            gradcheck_launches: bool = False, nan_origin: bool = True, extra_listeners: list[str] | None = None,
-            extra_config: dict[str, Any] | None = None) -> InspectTapeResult:
+            gradcheck_launches: bool = False, nan_origin: bool = True,
+            extra_listeners: list[str] | None = None) -> InspectTapeResult:
     """Run `script` in capture mode with the tape inspector and return the tape and its hazards.
 
     Args:
@@ -291,7 +301,6 @@ def inspect(workspace: Path, script: Path | str, args: list[str] | None = None, 
         gradcheck_launches: Run guarded per-launch `gradcheck_tape` on each described tape.
         nan_origin: Locate the first launch whose adjoints turn non-finite, when any do.
         extra_listeners: More harness listeners for the same run (`module:Class`).
-        extra_config: More harness config keys (read by those listeners).
 
     Returns:
         An InspectTapeResult; a script that fails gives `ok=False` with a structured `error`, never an exception.
@@ -302,40 +311,53 @@ def inspect(workspace: Path, script: Path | str, args: list[str] | None = None, 
     args = list(args or [])
     tmp = Path(tempfile.mkdtemp(prefix="warpgrad-tape-"))
     try:
-        cfg: dict[str, Any] = {"mode": "capture", "workspace": str(workspace), "script": str(script), "args": args,
-                               "device": device, "outdir": str(tmp), "capture": {"iteration": iteration},
-                               "listeners": [LISTENER, *(extra_listeners or [])], "tape_inspect": {"max_tapes": max_tapes},
-                               **(extra_config or {})}
-        if gradcheck_launches or nan_origin:
-            cfg["listeners"].insert(1, LOCALIZE)
-            cfg["localize"] = {"gradcheck": gradcheck_launches, "nan": nan_origin, **cfg.get("localize", {})}
-        out = run_harness(cfg, cwd=workspace, timeout_s=timeout_s, device=device)
+        localize = LocalizeOptions(gradcheck=gradcheck_launches, nan=nan_origin) \
+            if gradcheck_launches or nan_origin else None
+        cfg = CaptureConfig(workspace=str(workspace), script=str(script), args=args, device=device, outdir=str(tmp),
+                            capture=CaptureOptions(iteration=iteration),
+                            listeners=[TAPE_INSPECT_LISTENER, *([LOCALIZE_LISTENER] if localize else []),
+                                       *(extra_listeners or [])],
+                            tape_inspect=TapeInspectOptions(max_tapes=max_tapes), localize=localize)
+        out = run_harness(cfg, CaptureResult, cwd=workspace, timeout_s=timeout_s, device=device)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return describe_inspection(out.process, out.data, workspace, script, args, with_launches=with_launches)
+    return describe_inspection(out.process, out.result, workspace, script, args, with_launches=with_launches)
 
 
-def describe_inspection(proc, data: dict | None, workspace: Path, script: Path, args: list[str], *,
-                        with_launches: bool = True) -> InspectTapeResult:
+def _tape_report(raw: dict[str, Any] | None) -> TapeInspectReport | str:
+    """The tape inspector's section, validated here where it is read; why it is unusable otherwise."""
+    try:
+        ti = TapeInspectReport.model_validate(raw or {})
+    except ValidationError as e:
+        return (f"the tape inspector wrote a description this warpgrad cannot read (a bug in warpgrad, not in your "
+                f"script): {e}")
+    if ti.listener_error:
+        return f"the tape inspector failed: {ti.listener_error}"
+    return ti
+
+
+def describe_inspection(proc: ProcessResult, data: CaptureResult | None, workspace: Path, script: Path,
+                        args: list[str], *, with_launches: bool = True) -> InspectTapeResult:
     """Turn a harness outcome with the tape inspector into an InspectTapeResult."""
     run = describe_run(proc, data, workspace, script, args)
-    data = data or {}
     try:
         rel = rel_path(workspace, script)
     except ValueError:
         rel = str(script)
-    res = InspectTapeResult(ok=False, script=rel, args=args, files=data.get("files", {}), device=data.get("device", ""),
-                            warp_version=data.get("warp_version", ""), wall_s=proc.wall_s, error=run.error)
-    ti = data.get("tape_inspect") or {}
-    if ti.get("listener_error"):
-        res.reason = f"the tape inspector failed: {ti['listener_error']}"
+    res = InspectTapeResult(ok=False, script=rel, args=args, files=dict(data.files) if data else {},
+                            device=(data.device if data else None) or "",
+                            warp_version=(data.warp_version if data else None) or "", wall_s=proc.wall_s,
+                            error=run.error)
+    ti = _tape_report(data.tape_inspect if data else None)
+    if isinstance(ti, str):
+        res.reason = ti
         return res
-    res.iteration, res.scheme = ti.get("iteration"), ti.get("scheme")
-    res.notes = list(ti.get("notes", []))
-    loc = data.get("localize") or {}
-    if loc.get("broken") or loc.get("listener_error"):
-        res.notes.append(f"localization stopped after an internal error ({loc.get('broken') or loc['listener_error']})")
-    tapes = ti.get("tapes", [])
+    res.iteration, res.scheme = ti.iteration, ti.scheme
+    res.notes = list(ti.notes)
+    loc = data.localize if data else None
+    if loc is not None and (loc.broken or loc.listener_error):
+        res.notes.append(f"localization stopped after an internal error ({loc.broken or loc.listener_error})")
+    tapes = ti.tapes
     if run.error is not None and not tapes:
         res.reason = f"the script does not run: {run.error.message}"
         return res
@@ -353,8 +375,8 @@ def describe_inspection(proc, data: dict | None, workspace: Path, script: Path, 
             h.tape = k
         all_h.extend(hs)
         res.tapes.append(_tape_model(desc, with_launches))
-    if ti.get("tapes_in_iteration", 0) > len(tapes):
-        res.notes.append(f"{ti['tapes_in_iteration']} tapes ran backward in the iteration; the first {len(tapes)} are "
+    if ti.tapes_in_iteration > len(tapes):
+        res.notes.append(f"{ti.tapes_in_iteration} tapes ran backward in the iteration; the first {len(tapes)} are "
                          "described (backward per step: see WG004)")
     order = {"error": 0, "warning": 1, "info": 2}
     res.hazards = sorted(all_h, key=lambda h: order[h.severity])

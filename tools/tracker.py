@@ -14,19 +14,25 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from . import tracker_parse as tracker
-from .child_process import run_harness
+from .child_process import ProcessResult, run_harness
+from .harness.protocol import (
+    TRACKER_LISTENER,
+    CaptureConfig,
+    CaptureOptions,
+    HarnessResult,
+    RunConfig,
+    TrackerReport,
+)
 from .ledger import Ledger
 from .registry import ToolError, tool
 from .run_script import RunError, describe_run
 from .workspace import rel_or_raw as _rel
 from .workspace import rel_path, resolve_path
-
-LISTENER = "warpgrad.tools.harness.tracker_listener:TrackerListener"
 
 BLIND_SPOTS = [
     "arrays held in wp.struct fields are not tracked",
@@ -94,27 +100,29 @@ def run_tracker(workspace: Path, script: Path | str, args: list[str] | None = No
     args = list(args or [])
     tmp = Path(tempfile.mkdtemp(prefix="warpgrad-tracker-"))
     try:
-        cfg: dict[str, Any] = {"mode": "run", "workspace": str(workspace), "script": str(script), "args": args,
-                               "device": device, "tracker": True, "listeners": [LISTENER], "outdir": str(tmp)}
-        if iterations is not None:
-            cfg.update(mode="capture", capture={"iteration": iterations - 1})
-        out = run_harness(cfg, cwd=workspace, timeout_s=timeout_s, device=device)
+        run = RunConfig(workspace=str(workspace), script=str(script), args=args, device=device, tracker=True,
+                        listeners=[TRACKER_LISTENER], outdir=str(tmp))
+        # Stopping after N iterations needs capture's iteration numbering.
+        cfg: RunConfig | CaptureConfig = run if iterations is None else CaptureConfig(
+            **run.model_dump(exclude={"mode"}), capture=CaptureOptions(iteration=iterations - 1))
+        out = run_harness(cfg, HarnessResult, cwd=workspace, timeout_s=timeout_s, device=device)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return describe_tracker(out.process, out.data, workspace, script, args)
+    return describe_tracker(out.process, out.result, workspace, script, args)
 
 
-def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, args: list[str]) -> InstrumentResult:
+def describe_tracker(proc: ProcessResult, data: HarnessResult | None, workspace: Path, script: Path,
+                     args: list[str]) -> InstrumentResult:
     """Turn a harness outcome of a tracker run into an InstrumentResult."""
     run = describe_run(proc, data, workspace, script, args)
-    data = data or {}
-    lst = data.get("tracker") or {}
-    if lst.get("listener_error") or "records" not in lst:
-        records = tracker.parse_log(data.get("warp_log", []))
-        notes = [f"the tracker listener failed ({lst.get('listener_error')}); records parsed from the Warp log"] \
-            if lst.get("listener_error") else []
+    # None: the listener never reported (the run died first); a failed listener keeps only its error.
+    lst = data.tracker if data is not None else None
+    failed = lst.listener_error if lst is not None else None
+    if lst is None or failed:
+        records = tracker.parse_log(data.warp_log if data is not None else [])
+        notes = [f"the tracker listener failed ({failed}); records parsed from the Warp log"] if failed else []
     else:
-        records = [tracker.TrackerRecord.model_validate(r) for r in lst["records"]]
+        records = [r.model_copy(deep=True) for r in lst.records]
         notes = []
     for r in records:
         r.file = _rel(workspace, r.file)
@@ -127,7 +135,7 @@ def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, arg
     # A codegen (within-kernel) warning fires for every kernel of a module when it is built, launched or not.
     # It only corrupts gradients when that kernel's backward replays: a kernel launched on a tape. Warp's own
     # kernels (the optimizers' in-place updates, outside any tape) are not the user's overwrite either.
-    taped_kernels = set(lst.get("taped_kernels", [])) if "taped_kernels" in lst else None
+    taped_kernels = set(lst.taped_kernels) if lst is not None and not failed else None
     kept, dropped_kernels = [], []
     for r in records:
         foreign = r.kind == "within_kernel" and r.file is not None and Path(r.file).is_absolute()
@@ -140,33 +148,12 @@ def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, arg
         notes.append("ignored in-kernel overwrite warnings of kernels never launched on a tape (their backward never "
                      f"runs) or outside the workspace: {', '.join(sorted(set(dropped_kernels)))}")
     records = kept
-    if lst.get("dropped"):
-        notes.append(f"{lst['dropped']} further distinct warnings were dropped (limit reached)")
-    other = [f"{o['message']}" + (f" (×{o['count']})" if o["count"] > 1 else "") for o in lst.get("other_warnings", [])]
-    if not lst:
-        other = [r["message"][:300] for r in data.get("warp_log", [])
-                 if r["level"] == "warning" and not tracker.is_tracker_message(r["message"])][:20]
-    compiled = list(dict.fromkeys(list(data.get("compiled_modules", [])) + list(lst.get("modules_tracked", []))))
-    taped = int(lst.get("taped_launches", 0))
-    if run.error is None and taped == 0:
-        notes.append("no launch was recorded on a tape: across-launch and copy tracking never ran, so 'clean' only "
-                     "covers in-kernel overwrites")
-    if lst.get("broken"):
-        notes.append(f"the tracker listener stopped after an internal error ({lst['broken']}); records after it may be "
-                     "missing")
-    if lst.get("log_level_lowered"):
-        notes.append("the script set wp.config.log_level above LOG_WARNING, which hides tracker warnings; warpgrad "
-                     "lowered it to LOG_WARNING for this run")
-    reused = lst.get("modules_reused", [])
-    if reused:
-        notes.append(f"tracker builds reused from the kernel cache (codegen and its checks ran again, the native "
-                     f"compile did not): {', '.join(reused)}")
-    untracked = sorted(set(lst.get("modules_launched", [])) - set(compiled))
-    if run.error is None and not compiled:
-        notes.append("no module was compiled during the run, so in-kernel (codegen) checks did not run")
-    elif untracked:
-        notes.append(f"no evidence that these launched modules were built with the tracker: {', '.join(untracked)} "
-                     "(their kernels may touch no array, or they were loaded before the flag was set)")
+    notes += _listener_notes(run.error is None, lst or TrackerReport(), data.compiled_modules if data else [])
+    other = [o.message + (f" (×{o.count})" if o.count > 1 else "") for o in (lst.other_warnings if lst else [])]
+    if lst is None:
+        other = [r.message[:300] for r in (data.warp_log if data else [])
+                 if r.level == "warning" and not tracker.is_tracker_message(r.message)][:20]
+    compiled = _compiled(lst or TrackerReport(), data.compiled_modules if data else [])
     try:
         rel = rel_path(workspace, script)
     except ValueError:
@@ -175,10 +162,45 @@ def describe_tracker(proc, data: dict | None, workspace: Path, script: Path, arg
     return InstrumentResult(
         ok=ok, clean=ok and not records, records=records, n_warnings=sum(r.count for r in records),
         other_warnings=other, modules_compiled=compiled, compiled_with_tracker=bool(compiled),
-        taped_launches=taped, backward_calls=int(lst.get("backward_calls", 0)), notes=notes, error=run.error,
-        script=rel, args=args, files=data.get("files", {}), device=data.get("device", ""),
-        warp_version=data.get("warp_version", ""), wall_s=proc.wall_s,
+        taped_launches=lst.taped_launches if lst else 0, backward_calls=lst.backward_calls if lst else 0,
+        notes=notes, error=run.error, script=rel, args=args, files=dict(data.files) if data else {},
+        device=(data.device if data else None) or "", warp_version=(data.warp_version if data else None) or "",
+        wall_s=proc.wall_s,
     )
+
+
+def _compiled(lst: TrackerReport, compiled_modules: list[str]) -> list[str]:
+    """Modules built with the tracker on: from Warp's log and from the listener's codegen flags."""
+    return list(dict.fromkeys([*compiled_modules, *lst.modules_tracked]))
+
+
+def _listener_notes(ran: bool, lst: TrackerReport, compiled_modules: list[str]) -> list[str]:
+    """What the tracker listener says about its own coverage (a `clean` run is only as good as this)."""
+    notes = []
+    if lst.dropped:
+        notes.append(f"{lst.dropped} further distinct warnings were dropped (limit reached)")
+    compiled = _compiled(lst, compiled_modules)
+    taped = lst.taped_launches
+    if ran and taped == 0:
+        notes.append("no launch was recorded on a tape: across-launch and copy tracking never ran, so 'clean' only "
+                     "covers in-kernel overwrites")
+    if lst.broken:
+        notes.append(f"the tracker listener stopped after an internal error ({lst.broken}); records after it may be "
+                     "missing")
+    if lst.log_level_lowered:
+        notes.append("the script set wp.config.log_level above LOG_WARNING, which hides tracker warnings; warpgrad "
+                     "lowered it to LOG_WARNING for this run")
+    reused = lst.modules_reused
+    if reused:
+        notes.append(f"tracker builds reused from the kernel cache (codegen and its checks ran again, the native "
+                     f"compile did not): {', '.join(reused)}")
+    untracked = sorted(set(lst.modules_launched) - set(compiled))
+    if ran and not compiled:
+        notes.append("no module was compiled during the run, so in-kernel (codegen) checks did not run")
+    elif untracked:
+        notes.append(f"no evidence that these launched modules were built with the tracker: {', '.join(untracked)} "
+                     "(their kernels may touch no array, or they were loaded before the flag was set)")
+    return notes
 
 
 @tool(args=InstrumentArgs, result=InstrumentResult, long_running=True)

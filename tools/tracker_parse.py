@@ -12,12 +12,16 @@ Pure: no Warp import.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-TrackerKind = Literal["within_kernel", "across_launches", "copy"]
+# The records cross the process boundary (the tracker listener writes them): the protocol defines them.
+from .harness.protocol import Site, TrackerKind, TrackerRecord, WarpLogRecord
+
+__all__ = ["ParsedWarning", "Site", "TrackerKind", "TrackerRecord", "dedupe", "describe", "is_tracker_message",
+           "parse_log", "parse_message", "record_from"]
 
 _TAIL = r"This may corrupt gradient computation in the backward pass\.?"
 _WITHIN = re.compile(
@@ -73,41 +77,16 @@ def parse_message(message: str) -> ParsedWarning | None:
     return None
 
 
-class Site(BaseModel):
-    file: str | None = None
-    line: int | None = None
-    func: str | None = None
-    kernel: str | None = None
-
-
-class TrackerRecord(BaseModel):
-    """One distinct overwrite the tracker reported, with how often it fired."""
-
-    kind: TrackerKind = Field(description="within_kernel: an argument written after being read in the same kernel "
-                              "(found at codegen, no tape needed); across_launches: a launch on the tape writes an "
-                              "array an earlier taped launch read; copy: a wp.copy onto an array read earlier on the tape.")
-    kernel: str | None = Field(None, description="The kernel that writes (None for a copy).")
-    argument: str | None = Field(None, description="The kernel argument written.")
-    array: str | None = Field(None, description="The user's variable name of the array written, where it could be found.")
-    file: str | None = Field(None, description="Where to look: the user's launch or copy call (across launches, copy), "
-                             "or the offending write statement in the kernel (within a kernel).")
-    line: int | None = None
-    func: str | None = Field(None, description="The Python function containing the call site.")
-    kernel_def: str | None = Field(None, description="file:line Warp printed (the kernel's def line, across launches).")
-    read_by: Site | None = Field(None, description="The earlier taped launch that read the array (its call site).")
-    triggered_at: Site | None = Field(None, description="For within_kernel: the launch whose module build emitted it.")
-    count: int = Field(1, description="How many times Warp printed it (Warp does not deduplicate).")
-    first_iteration: int | None = Field(None, description="Training iteration of the first occurrence.")
-    values: str | None = Field(None, description="The array contents Warp printed on the first occurrence (truncated).")
-    message: str = Field("", description="Warp's first message, truncated.")
-
-
-def _key(r: TrackerRecord) -> tuple:
+def _key(r: TrackerRecord) -> tuple[str, str | None, str | None, str | None, int | None]:
     return (r.kind, r.kernel, r.argument, r.file, r.line)
 
 
-def record_from(message: str, site: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> TrackerRecord | None:
-    """Turn one message (plus the call site that was running, and listener extras) into a record."""
+def record_from(message: str, site: Mapping[str, Any] | None = None,
+                extra: Mapping[str, Any] | None = None) -> TrackerRecord | None:
+    """Turn one message (plus the call site that was running, and listener extras) into a record.
+
+    `site` and `extra` are plain mappings: the tracker listener passes them as Warp's log gives them.
+    """
     p = parse_message(message)
     if p is None:
         return None
@@ -130,7 +109,7 @@ def record_from(message: str, site: dict[str, Any] | None = None, extra: dict[st
     if extra.get("array"):
         rec.array = extra["array"]
     if extra.get("read_by"):
-        rec.read_by = Site(**extra["read_by"])
+        rec.read_by = Site.model_validate(extra["read_by"])
     if extra.get("iteration") is not None:
         rec.first_iteration = extra["iteration"]
     return rec
@@ -138,7 +117,7 @@ def record_from(message: str, site: dict[str, Any] | None = None, extra: dict[st
 
 def dedupe(records: Iterable[TrackerRecord]) -> list[TrackerRecord]:
     """Merge repeats of the same overwrite (same kind, kernel, argument and location), counting them."""
-    out: dict[tuple, TrackerRecord] = {}
+    out: dict[tuple[str, str | None, str | None, str | None, int | None], TrackerRecord] = {}
     for r in records:
         k = _key(r)
         if k in out:
@@ -153,13 +132,13 @@ def dedupe(records: Iterable[TrackerRecord]) -> list[TrackerRecord]:
     return list(out.values())
 
 
-def parse_log(warp_log: Iterable[dict[str, Any]]) -> list[TrackerRecord]:
-    """Records from the harness's `warp_log` (each entry: level, message, site)."""
+def parse_log(warp_log: Iterable[WarpLogRecord]) -> list[TrackerRecord]:
+    """Records from the harness's `warp_log`."""
     recs = []
     for entry in warp_log:
-        if entry.get("level") != "warning":
+        if entry.level != "warning":
             continue
-        r = record_from(str(entry.get("message", "")), entry.get("site"))
+        r = record_from(entry.message, entry.site.model_dump() if entry.site is not None else None)
         if r is not None:
             recs.append(r)
     return dedupe(recs)

@@ -19,6 +19,20 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from .protocol import (
+    HARNESS_CONFIG,
+    PROTOCOL_VERSION,
+    BatchConfig,
+    BatchEntry,
+    HarnessResult,
+    SessionMode,
+    harness_error,
+    result_type,
+)
+
 MODES = {
     "run": "warpgrad.tools.harness.capture:RunListener",
     "capture": "warpgrad.tools.harness.capture:CaptureListener",
@@ -66,10 +80,12 @@ class WarpLog:
 
 
 class Session:
-    def __init__(self, cfg: dict[str, Any], log: WarpLog | None = None) -> None:
-        self.cfg = cfg
-        self.workspace = Path(cfg["workspace"]).resolve()
-        self.script = Path(cfg["script"]).resolve() if cfg.get("script") else None
+    def __init__(self, config: SessionMode, log: WarpLog | None = None) -> None:
+        self.config = config
+        # The same config as plain data, for listeners that read it by key (the typed one is `config`).
+        self.cfg: dict[str, Any] = config.model_dump(exclude_none=True)
+        self.workspace = Path(config.workspace).resolve()
+        self.script = Path(config.script).resolve() if config.script else None
         self.listeners: list[Any] = []
         self.log = log or WarpLog()
         self.started = time.monotonic()
@@ -85,7 +101,7 @@ class Session:
                 paths.add(Path(f).resolve())
         if self.script:
             paths.add(self.script)
-        for extra in self.cfg.get("extra_files", []):
+        for extra in self.config.extra_files:
             paths.add(Path(extra).resolve())
         out = {}
         for p in sorted(paths):
@@ -125,10 +141,7 @@ class Session:
             broken = getattr(listener, "broken", None)
             if broken:
                 data.setdefault("listener_errors", {})[listener.key] = broken
-        tmp = self.result_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, default=_jsonable)
-        os.replace(tmp, self.result_path)
+        write_result(self.result_path, checked_result(data, self.config.mode))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
@@ -138,15 +151,36 @@ SESSION: Session | None = None
 
 
 def _jsonable(o: Any) -> Any:
+    """What `to_jsonable_python` cannot serialize itself: numpy scalars and arrays as numbers, anything else as repr."""
     import numpy as np
 
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):
         return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
     return repr(o)
+
+
+def checked_result(data: dict[str, Any], mode: str) -> dict[str, Any]:
+    """`data` as plain JSON values, validated against the protocol; a document that does not match is our bug,
+    reported as a harness error rather than handed to the parent to misread."""
+    doc: dict[str, Any] = {"version": PROTOCOL_VERSION, **to_jsonable_python(data, fallback=_jsonable)}
+    try:
+        result_type(mode).model_validate(doc)
+    except ValidationError as e:
+        out = harness_error(f"warpgrad's harness wrote a result that does not match protocol version "
+                            f"{PROTOCOL_VERSION} (a bug in warpgrad, not in your script): {e}")
+        return out | {k: doc[k] for k in ("warp_version", "device", "wall_s", "files") if k in doc}
+    return doc
+
+
+def write_result(path: str, doc: dict[str, Any]) -> None:
+    """Write the result document atomically: the parent never reads half of one. NaN and inf stay as JSON
+    constants (json.loads on the parent side reads them back)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
 
 
 def _load(spec: str):
@@ -179,32 +213,51 @@ def classify(exc: BaseException) -> str:
     return "script_raised"
 
 
-def boot(cfg: dict[str, Any], log: WarpLog) -> None:
+def boot(cfg: SessionMode, log: WarpLog) -> None:
     """Import and initialize Warp with the config's flags, and install the hooks (no listener yet)."""
     import warp as wp
 
-    if cfg.get("tracker"):
+    if cfg.tracker:
         # Must be set before any module is built: it changes codegen and the module hash.
         wp.config.verify_autograd_array_access = True
-        if cfg.get("tracker_cache", True):
+        if cfg.tracker_cache:
             from . import tracker_cache
 
             tracker_cache.install()  # codegen again, reuse the cached tracker binary (no native recompile)
-    if cfg.get("log_level") == "debug":
+    if cfg.log_level == "debug":
         wp.config.log_level = wp.LOG_DEBUG
     wp.set_logger(log)
     wp.init()
-    if cfg.get("device"):
-        wp.set_device(cfg["device"])
+    if cfg.device:
+        wp.set_device(cfg.device)
 
     from . import hooks
 
     hooks.install()
 
 
+def read_config(path: Path) -> SessionMode | BatchConfig | str:
+    """The config at `path`, or why it cannot be used (our failure: the parent wrote it)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"warpgrad's harness could not read its config {path}: {e}"
+    version = raw.get("version") if isinstance(raw, dict) else None
+    if version != PROTOCOL_VERSION:
+        return (f"warpgrad's harness speaks protocol version {PROTOCOL_VERSION} but was given a config of version "
+                f"{version}: the parent and the harness come from different warpgrad installs (reinstall warpgrad)")
+    try:
+        return HARNESS_CONFIG.validate_python(raw)
+    except ValidationError as e:
+        return f"warpgrad's harness was given an invalid config (a bug in warpgrad, not in your script): {e}"
+
+
 def main(argv: list[str]) -> None:
-    cfg = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    if cfg["mode"] == "batch":
+    cfg = read_config(Path(argv[0]))
+    if isinstance(cfg, str):
+        write_result(os.environ["WARPGRAD_RESULT"], harness_error(cfg))
+        return
+    if isinstance(cfg, BatchConfig):
         run_batch(cfg)
         return
     log = WarpLog()
@@ -212,7 +265,7 @@ def main(argv: list[str]) -> None:
     run_session(cfg, log)
 
 
-def run_batch(cfg: dict[str, Any]) -> None:
+def run_batch(cfg: BatchConfig) -> None:
     """Run many short sessions (FD evaluations) from one booted process: fork per session.
 
     Importing and initializing Warp costs more than a short evaluation itself; a forked child
@@ -221,24 +274,24 @@ def run_batch(cfg: dict[str, Any]) -> None:
     """
     import signal
 
-    boot(cfg["batch"][0], WarpLog())
+    boot(cfg.batch[0], WarpLog())
     out = []
-    for sub in cfg["batch"]:
+    for sub in cfg.batch:
         started = time.monotonic()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # the child: one session, then exit without returning into the loop
             try:
-                os.environ["WARPGRAD_RESULT"] = sub["result"]
+                os.environ["WARPGRAD_RESULT"] = str(sub.result)
                 null = os.open(os.devnull, os.O_WRONLY)
-                err = os.open(sub["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                err = os.open(str(sub.stderr), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(null, 1)
                 os.dup2(err, 2)
                 run_session(sub, WarpLog())
             finally:
                 os._exit(70)
-        deadline = started + float(sub.get("timeout_s", 300))
+        deadline = started + sub.timeout_s
         status: Any = None
         while status is None:
             done, st = os.waitpid(pid, os.WNOHANG)
@@ -250,33 +303,33 @@ def run_batch(cfg: dict[str, Any]) -> None:
                 status = "timeout"
             else:
                 time.sleep(0.005)
-        entry: dict[str, Any] = {"wall_s": round(time.monotonic() - started, 3)}
+        entry = BatchEntry(wall_s=round(time.monotonic() - started, 3))
         if status == "timeout":
-            entry["timed_out"] = True
+            entry.timed_out = True
         elif os.WIFSIGNALED(status):
-            entry["signal"] = signal.Signals(os.WTERMSIG(status)).name
+            entry.signal = signal.Signals(os.WTERMSIG(status)).name
         else:
-            entry["returncode"] = os.WEXITSTATUS(status)
+            entry.returncode = os.WEXITSTATUS(status)
         out.append(entry)
-    with open(os.environ["WARPGRAD_RESULT"], "w", encoding="utf-8") as f:
-        json.dump({"status": "completed", "batch": out}, f)
+    doc = HarnessResult(status="completed", batch=out)
+    write_result(os.environ["WARPGRAD_RESULT"], doc.model_dump(mode="json", exclude_none=True))
     sys.stdout.flush()
     os._exit(0)
 
 
-def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
+def run_session(cfg: SessionMode, log: WarpLog) -> None:
     global SESSION  # noqa: PLW0603 - one session per child process; hooks find it here
     SESSION = session = Session(cfg, log)
-    random.seed(cfg.get("seed", 0))
+    random.seed(cfg.seed)
     import numpy as np
     import warp as wp
 
-    np.random.seed(cfg.get("seed", 0))
+    np.random.seed(cfg.seed)
     wp.set_logger(log)
 
     from . import hooks
 
-    specs = [MODES[cfg["mode"]], *list(cfg.get("listeners", []))]
+    specs = [MODES[cfg.mode], *cfg.listeners]
     for spec in specs:
         listener = _load(spec)(session)
         session.listeners.append(listener)
@@ -290,9 +343,11 @@ def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
     script = session.script
     if script is None:
         session.finish("no_script", {"kind": "config", "message": "no script given"})
+        return
     if not script.is_file():
         session.finish("error", {"kind": "file_not_found", "message": f"script not found: {script}"})
-    sys.argv = [str(script), *cfg.get("args", [])]
+        return
+    sys.argv = [str(script), *cfg.args]
     sys.path.insert(0, str(script.parent))
     status, error = "completed", None
     try:

@@ -1,0 +1,63 @@
+"""The harness protocol: one set of models both processes validate against, no evidence lost in the JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from warpgrad.tools.child_process import ProcessResult, parse_result
+from warpgrad.tools.harness.main import checked_result
+from warpgrad.tools.harness.protocol import (
+    HARNESS_CONFIG,
+    PROTOCOL_VERSION,
+    BatchConfig,
+    CaptureResult,
+    FdConfig,
+    FdOptions,
+    FdResult,
+    RunConfig,
+)
+from warpgrad.tools.tape import describe_inspection
+
+
+def test_the_child_writes_numpy_values_as_numbers_and_keeps_nan_and_inf():
+    doc = checked_result({"status": "completed", "files": {"a.py": "0" * 64}, "path": Path("/w/a.py"),
+                          "capture": {"iteration": np.int64(1), "objective": float("nan"),
+                                      "seeded_trajectory": [np.float32(1.5), float("inf")],
+                                      "stale_grads": {"x": np.float64(0.25)}, "grad": np.arange(3)}}, "capture")
+    back = json.loads(json.dumps(doc))  # what the parent reads
+    cap = CaptureResult.model_validate(back).capture
+    assert cap is not None and cap.iteration == 1 and math.isnan(cap.objective or 0.0)
+    assert cap.seeded_trajectory == [1.5, math.inf] and cap.stale_grads == {"x": 0.25}
+    assert back["path"] == "/w/a.py" and back["capture"]["grad"] == [0, 1, 2] and back["version"] == PROTOCOL_VERSION
+
+
+def test_a_result_that_breaks_the_protocol_is_written_as_our_error():
+    doc = checked_result({"status": "completed", "files": {"a.py": "0" * 64},
+                          "capture": {"reached": "not a bool", "applied": []}}, "fd")
+    assert doc["status"] == "harness_error" and doc["error"]["kind"] == "harness_failed"
+    assert doc["files"] == {"a.py": "0" * 64}  # what the run imported is still named
+    assert FdResult.model_validate(doc).capture is None
+
+
+def test_configs_round_trip_by_mode_and_unknown_keys_are_refused():
+    fd_cfg = FdConfig(workspace="/w", script="/w/s.py", result="/t/r.json", stderr="/t/e.txt",
+                      capture=FdOptions(iteration=1))
+    for cfg in (RunConfig(workspace="/w"), fd_cfg, BatchConfig(batch=[fd_cfg])):
+        assert HARNESS_CONFIG.validate_json(cfg.model_dump_json()) == cfg
+    with pytest.raises(ValidationError):
+        RunConfig.model_validate({"workspace": "/w", "mode": "run", "captur": {}})
+    with pytest.raises(ValidationError, match="needs `result` and `stderr`"):
+        BatchConfig(batch=[RunConfig(workspace="/w")])
+
+
+def test_a_tape_description_the_parent_cannot_read_fails_the_inspection_not_the_run(tmp_path):
+    raw = {"version": PROTOCOL_VERSION, "status": "completed", "tape_inspect": {"tapes": [{"launches": [{"index": "x"}]}]}}
+    res = describe_inspection(ProcessResult(argv=["python"], returncode=0), parse_result(raw, CaptureResult),
+                              tmp_path, tmp_path / "s.py", [])
+    assert not res.ok and "cannot read" in res.reason and res.error is None

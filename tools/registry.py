@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel
 
@@ -136,28 +136,44 @@ def run_bounded(fn: Callable[[], Any], timeout_s: float, cancel: threading.Event
         # and leaves with os._exit, never touching the parent's event loop or its threads' state.
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
-    if pid == 0:  # the child
-        code = 0
-        try:
-            os.close(r)
-            os.setpgid(0, 0)  # its own group: the parent kills everything it started that stayed in it
-            try:
-                answer: tuple[str, Any] = ("ok", fn())
-            except ToolError as e:
-                answer = ("tool_error", str(e))
-            except BaseException as e:  # noqa: BLE001 -- everything must come back as an answer
-                answer = ("crash", f"{type(e).__name__}: {e}")
-            data = pickle.dumps(answer)
-            view = memoryview(len(data).to_bytes(8, "big") + data)
-            while view:
-                view = view[os.write(w, view):]
-        except BaseException:  # noqa: BLE001 -- never return into the parent's code
-            code = 70
-        finally:
-            os._exit(code)
+    if pid == 0:
+        _answer_in_child(fn, r, w)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.setpgid(pid, pid)  # as the child does: whichever runs first, the group exists before any kill
     os.close(w)
+    kind, value = _await_answer(r, pid, timeout_s, cancel)
+    if kind == "tool_error":
+        raise ToolError(value)
+    if kind == "crash":
+        raise ToolCrashed(value)
+    return value
+
+
+def _answer_in_child(fn: Callable[[], Any], r: int, w: int) -> NoReturn:
+    """The forked child: run `fn`, write its length-prefixed pickled answer to `w`, and never return."""
+    code = 0
+    try:
+        os.close(r)
+        os.setpgid(0, 0)  # its own group: the parent kills everything it started that stayed in it
+        try:
+            answer: tuple[str, Any] = ("ok", fn())
+        except ToolError as e:
+            answer = ("tool_error", str(e))
+        except BaseException as e:  # noqa: BLE001 -- everything must come back as an answer
+            answer = ("crash", f"{type(e).__name__}: {e}")
+        data = pickle.dumps(answer)
+        view = memoryview(len(data).to_bytes(8, "big") + data)
+        while view:
+            view = view[os.write(w, view):]
+    except BaseException:  # noqa: BLE001 -- never return into the parent's code
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _await_answer(r: int, pid: int, timeout_s: float, cancel: threading.Event | None) -> tuple[str, Any]:
+    """Read the child's answer from `r` until it is whole, the deadline passes or `cancel` is set; always
+    kill the child's process group and reap it before returning or raising."""
     deadline = time.monotonic() + timeout_s
     buf = bytearray()
     # The answer is length-prefixed: EOF cannot be awaited, because a child forked meanwhile by another
@@ -191,8 +207,4 @@ def run_bounded(fn: Callable[[], Any], timeout_s: float, cancel: threading.Event
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
     kind, value = pickle.loads(bytes(buf[8:]))  # our own forked child wrote it
-    if kind == "tool_error":
-        raise ToolError(value)
-    if kind == "crash":
-        raise ToolCrashed(value)
-    return value
+    return kind, value

@@ -16,7 +16,7 @@ import numpy as np
 import warp as wp
 
 from .. import fd
-from . import hooks
+from . import hooks, warp_compat
 
 
 class ProbeError(Exception):
@@ -54,6 +54,8 @@ class ProbeListener(hooks.Listener):
         if self.s.script:
             sys.path.insert(0, str(self.s.script.parent))
         modspec = importlib.util.spec_from_file_location("warpgrad_probe", path)
+        if modspec is None or modspec.loader is None:
+            raise ProbeError(f"the probe {path.name} cannot be imported as a Python module")
         module = importlib.util.module_from_spec(modspec)
         sys.modules["warpgrad_probe"] = module
         modspec.loader.exec_module(module)
@@ -130,17 +132,12 @@ class ProbeListener(hooks.Listener):
 
     @staticmethod
     def _assign(arr, values: np.ndarray) -> None:
-        from warp._src import context as ctx
-
-        tape, ctx.runtime.tape = ctx.runtime.tape, None
-        try:
+        with warp_compat.no_active_tape():
             if arr.device.is_cpu and arr.is_contiguous:
                 view = hooks.original("numpy")(arr)
                 view[...] = values.reshape(view.shape)
             else:
                 arr.assign(values)
-        finally:
-            ctx.runtime.tape = tape
 
     @staticmethod
     def _loss(module) -> float:

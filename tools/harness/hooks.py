@@ -1,8 +1,12 @@
 """Hooks on Warp's public API, installed inside the harness subprocess before the user's script runs.
 
 Listeners see every `wp.launch`, `wp.copy`, tape enter/exit/backward/zero/reset, `warp.optim`
-optimizer step and host read of a `.grad` array. This module is the only place that patches Warp;
-capture, FD evaluation, the tracker and tape inspection are listeners.
+optimizer step and host read of a `.grad` array. This module is the only place that patches Warp's API
+(through `warp_compat`, which knows where each function lives); capture, FD evaluation, the tracker and
+tape inspection are listeners.
+
+An exception in a listener is caught by `notify`; one in this module's own code around a Warp call is
+caught by `_ours`. Both are recorded as the harness's failure, never raised at the user's line.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -47,8 +48,8 @@ class ProbeListener(hooks.Listener):
                                     "traceback": _user_traceback(e, None)})
         self.s.finish("completed")
 
-    def _run(self) -> None:
-        path = Path(self.spec["path"]).resolve()
+    def _import_probe(self, path: Path) -> ModuleType:
+        """Import the probe file as `warpgrad_probe`, with the workspace and the script's folder importable."""
         sys.path.insert(0, str(self.s.workspace))
         sys.path.insert(0, str(path.parent))
         if self.s.script:
@@ -62,6 +63,11 @@ class ProbeListener(hooks.Listener):
         for fn in ("params", "loss", "grad"):
             if not callable(getattr(module, fn, None)):
                 raise ProbeError(f"the probe {path.name} must define {fn}(); see references/verification.md (probe files)")
+        return module
+
+    def _run(self) -> None:
+        path = Path(self.spec["path"]).resolve()
+        module = self._import_probe(path)
         params = module.params()
         if not isinstance(params, dict) or not params:
             raise ProbeError("params() must return a non-empty dict {name: wp.array}")

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,122 @@ def test_an_invalid_config_is_refused_as_our_error_naming_the_field(tmp_path):
                                                         "workspace": str(tmp_path), "no_such_option": 1}))
     assert out.returncode == 0 and "Traceback" not in out.stderr
     assert data["status"] == "harness_error" and "no_such_option" in data["error"]["message"]
+
+
+def _run_harness(tmp_path, cfg: dict, **env_extra: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    result = tmp_path / "result.json"
+    cfg_path = tmp_path / "cfg.json"
+    cfg_path.write_text(json.dumps({"version": PROTOCOL_VERSION, "workspace": str(tmp_path), **cfg}))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "WARPGRAD_RESULT": str(result), **env_extra}
+    out = subprocess.run([sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path, env=env, check=False)
+    return out, (json.loads(result.read_text()) if result.is_file() else None)
+
+
+TRAIN = '''
+import warp as wp
+
+@wp.kernel
+def double(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] * 2.0
+
+a = wp.ones(3, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(double, dim=3, inputs=[a])
+wp.copy(wp.zeros(3, dtype=float), a)
+print("values", a.numpy().tolist())
+'''
+
+
+@pytest.mark.parametrize("hook", ["launch", "copy"])
+def test_an_exception_in_our_own_hook_code_is_ours_not_the_users(tmp_path, hook):
+    # A bug in the wrapper itself (outside any listener): injected into our own call-site lookup, which
+    # the launch and copy wrappers run before calling Warp.
+    (tmp_path / "bug_in_hooks.py").write_text(textwrap.dedent(f'''
+        import sys
+        from warpgrad.tools.harness import hooks
+
+        original = hooks.call_site
+
+        def call_site(depth=2):
+            if sys._getframe(1).f_code.co_name == "_before_{hook}":
+                raise RuntimeError("bug in warpgrad's {hook} hook")
+            return original(depth + 1)
+
+        class Bug(hooks.Listener):
+            key = "bug"
+
+            def __init__(self, session):
+                pass
+
+            def result(self):
+                return {{}}
+
+        hooks.call_site = call_site
+    '''))
+    (tmp_path / "train.py").write_text(TRAIN)
+    out, data = _run_harness(tmp_path, {"mode": "run", "script": str(tmp_path / "train.py"),
+                                        "listeners": ["bug_in_hooks:Bug"]})
+    assert out.returncode == 0, out.stderr
+    assert "values [2.0, 2.0, 2.0]" in out.stdout  # the user's script ran on, its launch and copy unchanged
+    assert data is not None and data["status"] == "completed" and data["error"] is None
+    for key in ("run", "bug"):  # no listener saw the call: each one's evidence says it is incomplete
+        assert data["listener_errors"][key].startswith(f"hook {hook}: RuntimeError: bug in warpgrad's {hook} hook")
+        assert "Traceback" in data["listener_errors"][key]
+    assert f"bug in warpgrad's {hook} hook" not in out.stderr
+
+
+def test_a_device_that_does_not_exist_is_reported_as_the_harness_failing_to_start(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    out, data = _run_harness(tmp_path, {"mode": "run", "script": str(tmp_path / "train.py"), "device": "cuda:7"},
+                             CUDA_VISIBLE_DEVICES="")
+    assert out.returncode == 70
+    assert data is not None, out.stderr
+    assert data["status"] == "harness_error"
+    err = data["error"]
+    assert err["kind"] == "harness_failed" and err["cause"] == "warp_start"
+    assert "not of your script" in err["message"] and "cuda:7" in err["message"]
+    assert "set_device" in err["harness_traceback"]
+    assert "traceback" not in err  # the user's traceback (file/line) is not ours to fill
+    assert data["warp_version"]
+    assert "values" not in out.stdout  # the script never ran
+
+
+def test_a_failing_warp_import_is_reported_as_the_harness_failing_to_start(tmp_path):
+    # A workspace module named `warp` shadows the real one (PYTHONPATH): the import fails in boot().
+    (tmp_path / "warp").mkdir()
+    (tmp_path / "warp" / "__init__.py").write_text("raise ImportError('this warp is broken')\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    out, data = _run_harness(tmp_path, {"mode": "run", "script": str(tmp_path / "train.py")})
+    assert out.returncode == 70
+    assert data is not None, out.stderr
+    assert data["status"] == "harness_error" and data["error"]["type"] == "ImportError"
+    assert "this warp is broken" in data["error"]["message"]
+
+
+OLD_WARP_PYTHON = Path(os.environ.get("WARPGRAD_OLD_WARP_VENV", "/work/venv-warp116")) / "bin" / "python"
+
+
+@pytest.mark.skipif(not OLD_WARP_PYTHON.exists(), reason="no older-Warp venv (set WARPGRAD_OLD_WARP_VENV)")
+def test_an_unsupported_warp_is_refused_with_both_versions_named(tmp_path):
+    # The older Warp venv of the version-caveat tests has Warp and numpy only: the harness entry point must
+    # still start there far enough to say why it cannot run.
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "warpgrad").symlink_to(root)
+    (tmp_path / "train.py").write_text(TRAIN)
+    result = tmp_path / "result.json"
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "train.py")}))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "pkg"), "WARPGRAD_RESULT": str(result)}
+    out = subprocess.run([str(OLD_WARP_PYTHON), "-m", "warpgrad.tools.harness.main", str(cfg)], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path, env=env, check=False)
+    assert out.returncode == 70, out.stderr
+    data = json.loads(result.read_text())
+    assert data["status"] == "harness_error"
+    assert data["error"]["cause"] == "unsupported_warp"
+    assert f"warpgrad supports warp-lang 1.19..2.0 (exclusive; warp-lang>=1.19,<2); this is {data['warp_version']}" \
+        in data["error"]["message"]
+    assert data["warp_version"].startswith("1.1") and not data["warp_version"].startswith("1.19")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import hooks
+from . import hooks, warp_compat
 
 
 def _np(a) -> np.ndarray:
@@ -76,9 +76,9 @@ def _search_scope(obj: Any, scope: dict) -> str | None:
             for a, e in attrs.items():
                 if e is obj:
                     return f"{k}.{a}"
-        vars_ = getattr(getattr(v, "_cls", None), "vars", None)
-        if isinstance(vars_, dict):
-            for a in vars_:
+        fields = warp_compat.struct_field_names(v)
+        if fields is not None:
+            for a in fields:
                 if getattr(v, a, None) is obj:
                     return f"{k}.{a}"
     return None
@@ -128,7 +128,7 @@ def _written_args(kernel) -> set[int] | None:
         try:
             from ..kernel_access import analyze_kernel, summarize
 
-            ka = analyze_kernel(kernel.adj.source, name=kernel.func.__name__)
+            ka = analyze_kernel(warp_compat.kernel_source(kernel).source, name=kernel.func.__name__)
             _WRITES[key] = {a.index for a in ka.args if summarize(a.accesses).written}
         except Exception:  # noqa: BLE001 - an unparsable source: fall back to outputs=
             _WRITES[key] = None
@@ -148,12 +148,13 @@ def _same_slot(a: str, b: str) -> bool:
 
 def _launch_arrays(tape):
     """(kernel, argument index, number of inputs, array) for every array argument of the tape's launches."""
-    for launch in tape.launches:
-        if isinstance(launch, list):
-            inputs, outputs = list(launch[3] or []), list(launch[4] or [])
+    for entry in warp_compat.tape_records(tape):
+        launch = warp_compat.kernel_record(entry)
+        if launch is not None:
+            inputs, outputs = launch.inputs, launch.outputs
             for idx, arg in enumerate(inputs + outputs):
                 for _, arr in hooks.iter_arrays(arg):
-                    yield launch[0], idx, len(inputs), arr
+                    yield launch.kernel, idx, len(inputs), arr
 
 
 def _tape_arrays(tape) -> list:
@@ -340,7 +341,7 @@ class CaptureListener(hooks.Listener):
         if self.mode == "capture" and self.it > self.record_until:
             self.stopped_at = f"start of iteration {self.it}"
             self.s.finish("completed")
-        if self.mode == "fd" and self.it > self.target:
+        if self.mode == "fd" and self.target is not None and self.it > self.target:
             self._fd_stop()
 
     # ---------------------------------------------------------------- roles and perturbation
@@ -386,22 +387,19 @@ class CaptureListener(hooks.Listener):
 
     def _apply(self, role: str, arr) -> None:
         delta = self.perturb.pop(role)
-        from warp._src import context as ctx
-
-        tape, ctx.runtime.tape = ctx.runtime.tape, None
-        hooks.STATE.in_hook += 1
-        try:
-            before = _np(arr).astype(np.float64).copy()
-            if arr.device.is_cpu and arr.is_contiguous:
-                view = _np(arr)
-                view += delta.reshape(view.shape).astype(view.dtype)
-            else:
-                arr.assign((before + delta.reshape(before.shape)).astype(_np(arr).dtype))
-            after = _np(arr).astype(np.float64)
-            self.applied[role] = after - before
-        finally:
-            hooks.STATE.in_hook -= 1
-            ctx.runtime.tape = tape
+        with warp_compat.no_active_tape():
+            hooks.STATE.in_hook += 1
+            try:
+                before = _np(arr).astype(np.float64).copy()
+                if arr.device.is_cpu and arr.is_contiguous:
+                    view = _np(arr)
+                    view += delta.reshape(view.shape).astype(view.dtype)
+                else:
+                    arr.assign((before + delta.reshape(before.shape)).astype(_np(arr).dtype))
+                after = _np(arr).astype(np.float64)
+                self.applied[role] = after - before
+            finally:
+                hooks.STATE.in_hook -= 1
 
     def before_launch(self, call: hooks.LaunchCall) -> None:
         if call.in_backward:
@@ -664,7 +662,8 @@ class CaptureListener(hooks.Listener):
         rec = self.iters.get(self.it)
         if rec is None or not rec.backward_calls or self.phase == "pending":
             return
-        if self.leaf_candidates.get(id(arr)) is not arr and rec.owners.get(id(arr)) is not arr:
+        owned = self.leaf_candidates.get(id(arr)) is arr or rec.owners.get(id(arr)) is arr
+        if not owned:
             return
         self.updated.add(id(arr))
         early = self.early_reads.pop(id(arr.grad), None) if arr.grad is not None else None
@@ -716,6 +715,8 @@ class CaptureListener(hooks.Listener):
             rec.named_objective = self._named_objective()
 
     def _named_objective(self) -> float | None:
+        if self.objective_name is None:
+            return None
         try:
             return scalar_of(frame_value(self.objective_name))
         except (KeyError, AttributeError, TypeError, ValueError) as e:
@@ -750,9 +751,12 @@ class CaptureListener(hooks.Listener):
         self.stopped_at = f"iteration {self.target}"
         self.s.finish("completed")
 
+    def _at_target(self, table: dict[int, _Iter]) -> _Iter | None:
+        return table.get(self.target) if self.target is not None else None
+
     def script_end(self) -> None:
         if self.mode == "fd":
-            rec = self.iters.get(self.target) if self.scheme == "consume" else None
+            rec = self._at_target(self.iters) if self.scheme == "consume" else None
             # The last iteration ends with the script: it is complete if its gradient was consumed.
             self.stopped_at = f"iteration {self.target} (script end)" if rec is not None and rec.params and \
                 self.it == self.target else "script end"
@@ -761,7 +765,7 @@ class CaptureListener(hooks.Listener):
     def result(self) -> dict[str, Any]:
         if self.mode == "fd":
             table = self.iters if self.scheme == "consume" else self.bwd_iters
-            rec = table.get(self.target)
+            rec = self._at_target(table)
             obj = None
             if rec is not None:
                 obj = rec.named_objective if self.objective_name else rec.objective

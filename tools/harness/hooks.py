@@ -1,8 +1,12 @@
 """Hooks on Warp's public API, installed inside the harness subprocess before the user's script runs.
 
 Listeners see every `wp.launch`, `wp.copy`, tape enter/exit/backward/zero/reset, `warp.optim`
-optimizer step and host read of a `.grad` array. This module is the only place that patches Warp;
-capture, FD evaluation, the tracker and tape inspection are listeners.
+optimizer step and host read of a `.grad` array. This module is the only place that patches Warp's API
+(through `warp_compat`, which knows where each function lives); capture, FD evaluation, the tracker and
+tape inspection are listeners.
+
+An exception in a listener is caught by `notify`; one in this module's own code around a Warp call is
+caught by `_ours`. Both are recorded as the harness's failure, never raised at the user's line.
 """
 
 from __future__ import annotations
@@ -10,21 +14,28 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import FrameType
+from typing import Any, TypeVar
 
 import warp as wp
+
+from . import warp_compat
+
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _WARP_DIR = os.path.dirname(wp.__file__)
 _HARNESS_DIR = os.path.dirname(__file__)
 # Wrapper code objects pretend to live inside warp/_src so that Warp's own "first frame outside
 # warp._src" call-site lookups (copy warnings) still name the user's line, not this file.
-_FAKE_FILENAME = os.path.join(_WARP_DIR, "_src", "_warpgrad_hooks.py")
+_FAKE_FILENAME = os.path.join(warp_compat.internal_source_dir(), "_warpgrad_hooks.py")
 
 
-def user_frame(depth: int = 2):
+def user_frame(depth: int = 2) -> FrameType | None:
     """The innermost frame that belongs to neither Warp nor warpgrad (the user's call site)."""
-    f = sys._getframe(depth)
+    f: FrameType | None = sys._getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
         if not (fn.startswith((_WARP_DIR, _HARNESS_DIR, "<frozen")) or fn == _FAKE_FILENAME):
@@ -75,6 +86,9 @@ class CopyCall:
 class Listener:
     """Override what you need; every hook is called with Warp's own objects."""
 
+    broken: str | None = None
+    """Why this listener stopped observing (its own exception or one of our hooks'); None while it works."""
+
     def before_launch(self, call: LaunchCall) -> None: ...
     def after_launch(self, call: LaunchCall) -> None: ...
     def before_copy(self, call: CopyCall) -> None: ...
@@ -102,6 +116,8 @@ class _State:
     """The launch or copy executing now: Warp's warnings during it belong to its call site."""
     installed: bool = False
     originals: dict[str, Any] = field(default_factory=dict)
+    hook_failure: str | None = None
+    """The first exception our own wrapper code raised (see `_hook_failed`); None while there is none."""
 
 
 STATE = _State()
@@ -166,168 +182,208 @@ def original(name: str):
     return STATE.originals[name]
 
 
-def _fake_location(fn):
+def _fake_location(fn: _F) -> _F:
     fn.__code__ = fn.__code__.replace(co_filename=_FAKE_FILENAME)
     return fn
 
 
+# ---------------------------------------------------------------------------------------------- our own failures
+def _hook_failed(hook: str, e: Exception) -> None:
+    """Our wrapper code around a Warp call raised (not a listener, not Warp): the harness's failure.
+
+    Recorded as every listener's breakage, as `notify` records a listener's own (none of them saw this
+    call, so all their evidence is incomplete), with our traceback; the user's call goes on unchanged.
+    """
+    message = f"hook {hook}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+    if STATE.hook_failure is None:
+        STATE.hook_failure = message
+    for listener in STATE.listeners:
+        if not getattr(listener, "broken", None):
+            listener.broken = message
+
+
+def _ours(hook: str, fn: Callable[..., _T], *args: Any) -> _T | None:
+    """Run the harness's own bookkeeping `fn` of hook `hook`; None when it raised (recorded, never re-raised)."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - an exception here is ours; it must never surface at the user's line
+        _hook_failed(hook, e)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- launch
+def _before_launch(kernel: Any, dim: Any, inputs: Any, outputs: Any, kwargs: dict[str, Any]) -> tuple[LaunchCall, int]:
+    """The call as listeners see it, announced to them, and the tape's record count before it."""
+    adjoint = kwargs.get("adjoint", False)
+    record_tape = kwargs.get("record_tape", True)
+    tape = warp_compat.active_tape()
+    call = LaunchCall(
+        kernel, dim, list(inputs or []), list(outputs or []), bool(adjoint), bool(record_tape), tape,
+        call_site(), bool(STATE.in_backward), bool(STATE.in_optimizer),
+    )
+    if not adjoint:
+        _emit("before_launch", call)
+    return call, (len(warp_compat.tape_records(tape)) if tape is not None else 0)
+
+
+def _after_launch(call: LaunchCall, n_before: int) -> None:
+    records = warp_compat.tape_records(call.tape) if call.tape is not None else []
+    if len(records) > n_before and call.site["file"]:
+        # Warp recorded this wrapper as the caller; put the user's line back.
+        rec = warp_compat.kernel_record(records[-1])
+        meta = rec.metadata if rec is not None else None
+        if meta is not None:
+            meta["caller"] = {"file": call.site["file"], "lineno": call.site["line"], "func": call.site["func"]}
+    if not call.adjoint:
+        _emit("after_launch", call)
+
+
+@_fake_location
+def _launch(kernel, dim, inputs=(), outputs=(), *args, **kwargs):
+    orig_launch = STATE.originals["launch"]
+    if STATE.in_hook:
+        return orig_launch(kernel, dim, inputs, outputs, *args, **kwargs)
+    before = _ours("launch", _before_launch, kernel, dim, inputs, outputs, kwargs)
+    if before is None:
+        return orig_launch(kernel, dim, inputs, outputs, *args, **kwargs)
+    call, n_before = before
+    prev, STATE.current = STATE.current, call
+    try:
+        result = orig_launch(kernel, dim, inputs, outputs, *args, **kwargs)
+    finally:
+        STATE.current = prev
+    _ours("launch", _after_launch, call, n_before)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- copy
+def _before_copy(dest: Any, src: Any) -> CopyCall:
+    call = CopyCall(dest, src, warp_compat.active_tape(), call_site(), bool(STATE.in_backward))
+    _emit("before_copy", call)
+    return call
+
+
+@_fake_location
+def _copy(dest, src, *args, **kwargs):
+    orig_copy = STATE.originals["copy"]
+    # wp.copy copies the gradients too by calling itself on `.grad`: that inner copy is not the user's.
+    if STATE.in_hook or isinstance(STATE.current, CopyCall):
+        return orig_copy(dest, src, *args, **kwargs)
+    call = _ours("copy", _before_copy, dest, src)
+    if call is None:
+        return orig_copy(dest, src, *args, **kwargs)
+    prev, STATE.current = STATE.current, call
+    try:
+        result = orig_copy(dest, src, *args, **kwargs)
+    finally:
+        STATE.current = prev
+    _emit("after_copy", call)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- tape
+def _tape_enter(self):
+    result = STATE.originals["enter"](self)
+    _emit("tape_enter", self)
+    return result
+
+
+def _tape_exit(self, *exc):
+    result = STATE.originals["exit"](self, *exc)
+    _emit("tape_exit", self)
+    return result
+
+
+def _tape_backward(self, loss=None, grads=None):
+    _emit("before_backward", self, loss, grads)
+    STATE.in_backward += 1
+    try:
+        return STATE.originals["backward"](self, loss=loss, grads=grads)
+    finally:
+        STATE.in_backward -= 1
+        _emit("after_backward", self, loss, grads)
+
+
+def _tape_zero(self):
+    _emit("tape_zero", self)
+    return STATE.originals["zero"](self)
+
+
+def _tape_reset(self):
+    _emit("tape_reset", self)
+    return STATE.originals["reset"](self)
+
+
+# ---------------------------------------------------------------------------------------------- host reads
+def _note_host_read(arr: Any, caller_file: str) -> None:
+    if not caller_file.startswith((_WARP_DIR, _HARNESS_DIR)):
+        _emit("grad_read", arr, "numpy")
+
+
+def _array_numpy(self, *args, **kwargs):
+    if not STATE.in_hook and not STATE.in_backward and not STATE.in_optimizer:
+        _ours("numpy", _note_host_read, self, sys._getframe(1).f_code.co_filename)
+    return STATE.originals["numpy"](self, *args, **kwargs)
+
+
+def _wrap_to_torch(orig_to_torch: Callable[..., Any]) -> Callable[..., Any]:
+    def to_torch(a, *args, **kwargs):
+        if not STATE.in_hook:
+            _emit("grad_read", a, "to_torch")
+        return orig_to_torch(a, *args, **kwargs)
+
+    return to_torch
+
+
+# ---------------------------------------------------------------------------------------------- graph capture
+# Graph capture records launches without running them and a replay runs them without any Python call:
+# listeners must know, since what they saw during recording is not what executes.
+def _capture_begin(*args, **kwargs):
+    result = STATE.originals["capture_begin"](*args, **kwargs)
+    _emit("graph_capture", True)
+    return result
+
+
+def _capture_end(*args, **kwargs):
+    _emit("graph_capture", False)
+    return STATE.originals["capture_end"](*args, **kwargs)
+
+
+def _capture_launch(graph, *args, **kwargs):
+    _emit("graph_launch", graph)
+    return STATE.originals["capture_launch"](graph, *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- installing
+_CONTEXT_HOOKS: dict[str, Callable[..., Any]] = {
+    "launch": _launch, "copy": _copy,
+    "capture_begin": _capture_begin, "capture_end": _capture_end, "capture_launch": _capture_launch,
+}
+_TAPE_HOOKS: dict[str, tuple[str, Callable[..., Any]]] = {
+    "enter": ("__enter__", _tape_enter), "exit": ("__exit__", _tape_exit), "backward": ("backward", _tape_backward),
+    "zero": ("zero", _tape_zero), "reset": ("reset", _tape_reset),
+}
+
+
 def install() -> None:
+    """Patch Warp's API (once per process): launches, copies, tapes, host reads, graphs, optimizers."""
     if STATE.installed:
         return
     STATE.installed = True
-    from warp._src import context as ctx
-
-    orig_launch = wp.launch
-    orig_copy = wp.copy
-    Tape = wp.Tape
-    orig = STATE.originals
-    orig.update(
-        launch=orig_launch, copy=orig_copy, enter=Tape.__enter__, exit=Tape.__exit__, backward=Tape.backward,
-        zero=Tape.zero, reset=Tape.reset, numpy=wp.array.numpy,
-    )
-
-    @_fake_location
-    def launch(kernel, dim, inputs=(), outputs=(), *args, **kwargs):
-        if STATE.in_hook:
-            return orig_launch(kernel, dim, inputs, outputs, *args, **kwargs)
-        adjoint = kwargs.get("adjoint", False)
-        record_tape = kwargs.get("record_tape", True)
-        tape = ctx.runtime.tape
-        call = LaunchCall(
-            kernel, dim, list(inputs or []), list(outputs or []), bool(adjoint), bool(record_tape), tape,
-            call_site(), bool(STATE.in_backward), bool(STATE.in_optimizer),
-        )
-        if not adjoint:
-            _emit("before_launch", call)
-        n_before = len(tape.launches) if tape is not None else 0
-        prev, STATE.current = STATE.current, call
-        try:
-            result = orig_launch(kernel, dim, inputs, outputs, *args, **kwargs)
-        finally:
-            STATE.current = prev
-        if tape is not None and len(tape.launches) > n_before and call.site["file"]:
-            # Warp recorded this wrapper as the caller; put the user's line back.
-            meta = tape.launches[-1][7] if isinstance(tape.launches[-1], list) else None
-            if isinstance(meta, dict):
-                meta["caller"] = {"file": call.site["file"], "lineno": call.site["line"], "func": call.site["func"]}
-        if not adjoint:
-            _emit("after_launch", call)
-        return result
-
-    @_fake_location
-    def copy(dest, src, *args, **kwargs):
-        # wp.copy copies the gradients too by calling itself on `.grad`: that inner copy is not the user's.
-        if STATE.in_hook or isinstance(STATE.current, CopyCall):
-            return orig_copy(dest, src, *args, **kwargs)
-        call = CopyCall(dest, src, ctx.runtime.tape, call_site(), bool(STATE.in_backward))
-        _emit("before_copy", call)
-        prev, STATE.current = STATE.current, call
-        try:
-            result = orig_copy(dest, src, *args, **kwargs)
-        finally:
-            STATE.current = prev
-        _emit("after_copy", call)
-        return result
-
-    def enter(self):
-        result = orig["enter"](self)
-        _emit("tape_enter", self)
-        return result
-
-    def exit_(self, *exc):
-        result = orig["exit"](self, *exc)
-        _emit("tape_exit", self)
-        return result
-
-    def backward(self, loss=None, grads=None):
-        _emit("before_backward", self, loss, grads)
-        STATE.in_backward += 1
-        try:
-            return orig["backward"](self, loss=loss, grads=grads)
-        finally:
-            STATE.in_backward -= 1
-            _emit("after_backward", self, loss, grads)
-
-    def zero(self):
-        _emit("tape_zero", self)
-        return orig["zero"](self)
-
-    def reset(self):
-        _emit("tape_reset", self)
-        return orig["reset"](self)
-
-    def numpy(self, *args, **kwargs):
-        if not STATE.in_hook and not STATE.in_backward and not STATE.in_optimizer:
-            f = sys._getframe(1)
-            if not (f.f_code.co_filename.startswith(_WARP_DIR) or f.f_code.co_filename.startswith(_HARNESS_DIR)):
-                _emit("grad_read", self, "numpy")
-        return orig["numpy"](self, *args, **kwargs)
-
-    # Graph capture records launches without running them and a replay runs them without any Python call:
-    # listeners must know, since what they saw during recording is not what executes.
-    orig_begin, orig_end, orig_glaunch = ctx.capture_begin, ctx.capture_end, ctx.capture_launch
-
-    def capture_begin(*args, **kwargs):
-        result = orig_begin(*args, **kwargs)
-        _emit("graph_capture", True)
-        return result
-
-    def capture_end(*args, **kwargs):
-        _emit("graph_capture", False)
-        return orig_end(*args, **kwargs)
-
-    def capture_launch(graph, *args, **kwargs):
-        _emit("graph_launch", graph)
-        return orig_glaunch(graph, *args, **kwargs)
-
-    wp.capture_begin = ctx.capture_begin = capture_begin
-    wp.capture_end = ctx.capture_end = capture_end
-    wp.capture_launch = ctx.capture_launch = capture_launch
-    wp.launch = launch
-    ctx.launch = launch
-    wp.copy = copy
-    ctx.copy = copy
-    Tape.__enter__ = enter
-    Tape.__exit__ = exit_
-    Tape.backward = backward
-    Tape.zero = zero
-    Tape.reset = reset
-    wp.array.numpy = numpy
-
-    for opt_cls in _optimizer_classes():
+    for name, hook in _CONTEXT_HOOKS.items():
+        STATE.originals[name] = warp_compat.context_function(name)
+        warp_compat.replace_context_function(name, hook)
+    for key, (attr, hook) in _TAPE_HOOKS.items():
+        STATE.originals[key] = getattr(wp.Tape, attr)
+        setattr(wp.Tape, attr, hook)
+    STATE.originals["numpy"] = wp.array.numpy
+    wp.array.numpy = _array_numpy  # type: ignore[method-assign]
+    for opt_cls in warp_compat.optimizer_classes():
         _patch_optimizer(opt_cls)
-
-    try:
-        import warp._src.torch as wtorch
-
-        orig_to_torch = wtorch.to_torch
-
-        def to_torch(a, *args, **kwargs):
-            if not STATE.in_hook:
-                _emit("grad_read", a, "to_torch")
-            return orig_to_torch(a, *args, **kwargs)
-
-        wtorch.to_torch = to_torch
-        wp.to_torch = to_torch
-    except ImportError:  # pragma: no cover - torch interop module missing in this Warp build
-        pass
+    warp_compat.replace_to_torch(_wrap_to_torch)
 
 
-def _optimizer_classes() -> list[type]:
-    # Import the private modules, not `warp.optim`: importing that would set `wp.optim` and make a
-    # script that forgot `import warp.optim` work under warpgrad and fail without it.
-    import importlib
-
-    classes = []
-    for mod, name in (("warp._src.optim.sgd", "SGD"), ("warp._src.optim.adam", "Adam")):
-        try:
-            classes.append(getattr(importlib.import_module(mod), name))
-        except (ImportError, AttributeError):
-            continue
-    return classes
-
-
-def _patch_optimizer(cls: type) -> None:
+def _patch_optimizer(cls: Any) -> None:
     orig_step = cls.step
 
     def step(self, grad, *args, **kwargs):
@@ -346,10 +402,9 @@ def iter_arrays(value, path: str = ""):
     if isinstance(value, wp.array):
         yield path, value
         return
-    struct = getattr(value, "_cls", None)
-    vars_ = getattr(struct, "vars", None)
-    if isinstance(vars_, dict):
-        for name in vars_:
+    fields = warp_compat.struct_field_names(value)
+    if fields is not None:
+        for name in fields:
             sub = getattr(value, name, None)
             if sub is not None:
                 yield from iter_arrays(sub, f"{path}.{name}" if path else name)

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import hooks
+from . import hooks, warp_compat
 from .hooks import safe as _safe
-from .tape_listener import TapeInspectListener, backward_state
+from .tape_listener import TapeInspectListener
+from .warp_compat import backward_state
 
 _ANSI = re.compile(r"\x1b\[\d+m")
 MAX_FULL_SCALARS = 768
@@ -40,13 +41,12 @@ def _np(a) -> np.ndarray:
 
 def _entry_arrays(entry) -> tuple[list, list]:
     """(arrays passed as inputs, arrays passed as outputs) of a tape entry, struct fields included."""
-    if isinstance(entry, list):
-        ins = [a for v in entry[3] for _, a in hooks.iter_arrays(v)]
-        outs = [a for v in entry[4] for _, a in hooks.iter_arrays(v)]
+    rec = warp_compat.kernel_record(entry)
+    if rec is not None:
+        ins = [a for v in rec.inputs for _, a in hooks.iter_arrays(v)]
+        outs = [a for v in rec.outputs for _, a in hooks.iter_arrays(v)]
         return ins, outs
-    cl = {}
-    with contextlib.suppress(AttributeError, ValueError):
-        cl = dict(zip(entry.__code__.co_freevars, (c.cell_contents for c in (entry.__closure__ or ()))))
+    cl = warp_compat.record_closure(entry)
     src, dest = cl.get("src"), cl.get("dest")
     return ([src] if isinstance(src, wp.array) else []), ([dest] if isinstance(dest, wp.array) else [])
 
@@ -62,16 +62,15 @@ def _finite(a) -> bool:
 @contextlib.contextmanager
 def _quiet_harness():
     """Run Warp machinery (tapes, jacobians) without the harness listeners seeing it."""
-    from warp._src import context as ctx
-
     saved, hooks.STATE.listeners = hooks.STATE.listeners, []
-    tape, ctx.runtime.tape = ctx.runtime.tape, None
-    hooks.STATE.in_hook += 1
     try:
-        yield
+        with warp_compat.no_active_tape():
+            hooks.STATE.in_hook += 1
+            try:
+                yield
+            finally:
+                hooks.STATE.in_hook -= 1
     finally:
-        hooks.STATE.in_hook -= 1
-        ctx.runtime.tape = tape
         hooks.STATE.listeners = saved
 
 
@@ -127,7 +126,7 @@ class LocalizeListener(hooks.Listener):
         desc = self._desc_for(tape)
         if desc is None or not self.nan:
             return
-        arrays = [a for e in tape.launches for side in _entry_arrays(e) for a in side]
+        arrays = [a for e in warp_compat.tape_records(tape) for side in _entry_arrays(e) for a in side]
         arrays += [loss] if isinstance(loss, wp.array) else []
         arrays += list(grads or {})
         seeds = {id(a): _np(g).copy() for a, g in (grads or {}).items()}
@@ -162,7 +161,7 @@ class LocalizeListener(hooks.Listener):
 
     # ------------------------------------------------------------------ NaN origin
     def _nan_origin(self, tape, loss, grads) -> dict[str, Any]:
-        entries = list(tape.launches)
+        entries = list(warp_compat.tape_records(tape))
         res: dict[str, Any] = {"checked": True, "nonfinite_adjoints": False, "origin": None, "forward_origin": None}
         for j, e in enumerate(entries):
             _, outs = _entry_arrays(e)
@@ -206,13 +205,13 @@ class LocalizeListener(hooks.Listener):
                     ins, outs = _entry_arrays(e)
                     outs_finite = all(a.grad is None or _finite(a.grad) for a in outs)
                     before = {id(a) for a in ins if a.grad is not None and _finite(a.grad)}
-                    one.launches = [e]
+                    warp_compat.set_tape_records(one, [e])
                     hooks.original("backward")(one)
                     bad = [a for a in ins if id(a) in before and not _finite(a.grad)]
                     if bad:
                         res["origin"] = {"index": j, "arrays": [id(a) for a in bad], "output_adjoints_finite": outs_finite}
                         break
-                one.launches = []
+                warp_compat.set_tape_records(one, [])
         finally:
             post.restore(values=False)
         return res
@@ -225,13 +224,13 @@ class LocalizeListener(hooks.Listener):
         skipped: list[dict[str, Any]] = []
         seen: set[tuple] = set()
         t0 = time.monotonic()
-        for j, e in enumerate(tape.launches):
-            if not isinstance(e, list):
+        for j, e in enumerate(warp_compat.tape_records(tape)):
+            rec = warp_compat.kernel_record(e)
+            if rec is None:
                 skipped.append({"index": j, "reason": "a copy/clone or record_func callable (gradcheck_tape skips these "
                                                       "silently)"})
                 continue
-            kernel, outputs = e[0], e[4]
-            caller = (e[7] or {}).get("caller", {}) if len(e) > 7 and isinstance(e[7], dict) else {}
+            kernel, outputs, caller = rec.kernel, rec.outputs, rec.caller
             key = (kernel.key, caller.get("file"), caller.get("lineno"))
             if key in seen:
                 continue
@@ -250,21 +249,21 @@ class LocalizeListener(hooks.Listener):
                 continue
             ins, outs = _entry_arrays(e)
             per_var = self.max_per_var
-            if any(wp._src.types.type_size(a.dtype) > 1 for a in ins + outs):
+            if any(wp.types.type_size(a.dtype) > 1 for a in ins + outs):
                 # Measured on 1.19: with vector/matrix dtypes, max_inputs_per_var leaves NaN in the FD Jacobian
                 # and the check FAILs spuriously, so these are checked in full or not at all.
-                biggest = max(a.size * wp._src.types.type_size(a.dtype) for a in ins + outs)
+                biggest = max(a.size * wp.types.type_size(a.dtype) for a in ins + outs)
                 if biggest > MAX_FULL_SCALARS:
                     skipped.append({"index": j, "kernel": kernel.key, "reason": (
                         f"vector/matrix arrays of {biggest} scalars: too large to check in full, and Warp's "
                         "max_inputs_per_var gives NaN finite differences for such dtypes")})
                     continue
                 per_var = -1
-            checked.append(self._check_one(j, e, warp.autograd, per_var))
+            checked.append(self._check_one(j, rec, warp.autograd, per_var))
         return {"checked": checked, "skipped": skipped}
 
-    def _check_one(self, j: int, e: list, autograd, per_var: int) -> dict[str, Any]:
-        kernel = e[0]
+    def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int) -> dict[str, Any]:
+        kernel, e = launch.kernel, launch.entry
         ins, outs = _entry_arrays(e)
         f64 = all("64" in str(getattr(a.dtype, "__name__", a.dtype)) for a in ins + outs if a.dtype is not None)
         eps, atol, rtol = (1e-6, 1e-5, 1e-4) if f64 else (1e-3, 1e-2, 5e-2)
@@ -286,11 +285,11 @@ class LocalizeListener(hooks.Listener):
             out = io.StringIO()
             with _quiet_harness(), contextlib.redirect_stdout(out):
                 one = wp.Tape()
-                one.launches = [e]
+                warp_compat.set_tape_records(one, [e])
                 passed = autograd.gradcheck_tape(one, eps=step, atol=atol, rtol=rtol, raise_exception=False,
                                                  max_inputs_per_var=per_var, max_outputs_per_var=per_var,
                                                  show_summary=True)
-                one.launches = []
+                warp_compat.set_tape_records(one, [])
             snap.restore()  # the kernel form runs the launch on the live arrays
             return passed, _parse_table(out.getvalue())
 
@@ -302,7 +301,7 @@ class LocalizeListener(hooks.Listener):
                 rec["passed_at_larger_eps"] = run(eps * 10.0)[0]
             if not rec["rows"]:
                 rec["status"] = "vacuous"
-                structs = [v for v in list(e[3]) + list(e[4]) if hasattr(v, "_cls")]
+                structs = [v for v in launch.inputs + launch.outputs if warp_compat.is_struct_instance(v)]
                 rec["reason"] = ("arrays passed inside a wp.struct are not checked by gradcheck, " if structs else "") + (
                     "no input/output pair with requires_grad=True was checked: gradcheck passes without checking "
                     "anything")

@@ -123,11 +123,13 @@ class Session:
         self.done = True
         import warp as wp
 
+        from . import warp_compat
+
         data: dict[str, Any] = {
             "status": status,
             "error": error,
             "warp_version": wp.__version__,
-            "device": str(wp.get_device()) if wp._src.context.runtime is not None else "uninitialized",
+            "device": str(wp.get_device()) if warp_compat.runtime_initialized() else "uninitialized",
             "wall_s": round(time.monotonic() - self.started, 3),
             "files": self.files(),
             "warp_log": [r for r in self.log.records if r["level"] in ("warning", "error")][:500],
@@ -213,9 +215,57 @@ def classify(exc: BaseException) -> str:
     return "script_raised"
 
 
+EXIT_HARNESS_FAILED = 70
+"""Exit status of a harness that failed itself (EX_SOFTWARE), its result document written where it could be."""
+
+
 def boot(cfg: SessionMode, log: WarpLog) -> None:
-    """Import and initialize Warp with the config's flags, and install the hooks (no listener yet)."""
+    """Import and initialize Warp with the config's flags, and install the hooks (no listener yet).
+
+    A failure here is ours or the environment's (an unsupported or broken Warp, a device that does not
+    exist), never the user's script's: it is reported in the result document and the process ends.
+    """
+    started = time.monotonic()
+    try:
+        _boot(cfg, log)
+    except Exception as e:  # noqa: BLE001 - any failure to start is reported, not left as a missing result
+        _boot_failed(e, log, started)
+
+
+def _boot_failed(e: Exception, log: WarpLog, started: float) -> None:
+    """Write the result document of a harness that could not start, then end the process."""
+    version = getattr(sys.modules.get("warp"), "__version__", None)
+    message = ("warpgrad could not start Warp in its harness (a failure of warpgrad or of its environment, "
+               f"not of your script): {type(e).__name__}: {e}")[:2000]
+    data: dict[str, Any] = {
+        "status": "harness_error",
+        "error": {
+            "kind": "harness_failed",
+            "cause": getattr(e, "kind", "warp_start"),
+            "type": type(e).__name__,
+            "message": message,
+            "harness_traceback": traceback.format_exc(limit=12),
+        },
+        "warp_version": version,
+        "device": "uninitialized",
+        "wall_s": round(time.monotonic() - started, 3),
+        "files": {},
+        "warp_log": [r for r in log.records if r["level"] in ("warning", "error")][:500],
+        "compiled_modules": log.compiled,
+    }
+    path = os.environ.get("WARPGRAD_RESULT")
+    if path:
+        write_result(path, data)
+    print(f"warpgrad harness: {message}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_HARNESS_FAILED)
+
+
+def _boot(cfg: SessionMode, log: WarpLog) -> None:
     import warp as wp
+
+    from . import warp_compat  # noqa: F401 - checks the Warp version before anything else touches Warp
 
     if cfg.tracker:
         # Must be set before any module is built: it changes codegen and the module hash.

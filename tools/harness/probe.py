@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import warp as wp
 
 from .. import fd
-from . import hooks
+from . import hooks, warp_compat
 
 
 class ProbeError(Exception):
@@ -47,19 +48,26 @@ class ProbeListener(hooks.Listener):
                                     "traceback": _user_traceback(e, None)})
         self.s.finish("completed")
 
-    def _run(self) -> None:
-        path = Path(self.spec["path"]).resolve()
+    def _import_probe(self, path: Path) -> ModuleType:
+        """Import the probe file as `warpgrad_probe`, with the workspace and the script's folder importable."""
         sys.path.insert(0, str(self.s.workspace))
         sys.path.insert(0, str(path.parent))
         if self.s.script:
             sys.path.insert(0, str(self.s.script.parent))
         modspec = importlib.util.spec_from_file_location("warpgrad_probe", path)
+        if modspec is None or modspec.loader is None:
+            raise ProbeError(f"the probe {path.name} cannot be imported as a Python module")
         module = importlib.util.module_from_spec(modspec)
         sys.modules["warpgrad_probe"] = module
         modspec.loader.exec_module(module)
         for fn in ("params", "loss", "grad"):
             if not callable(getattr(module, fn, None)):
                 raise ProbeError(f"the probe {path.name} must define {fn}(); see references/verification.md (probe files)")
+        return module
+
+    def _run(self) -> None:
+        path = Path(self.spec["path"]).resolve()
+        module = self._import_probe(path)
         params = module.params()
         if not isinstance(params, dict) or not params:
             raise ProbeError("params() must return a non-empty dict {name: wp.array}")
@@ -130,17 +138,12 @@ class ProbeListener(hooks.Listener):
 
     @staticmethod
     def _assign(arr, values: np.ndarray) -> None:
-        from warp._src import context as ctx
-
-        tape, ctx.runtime.tape = ctx.runtime.tape, None
-        try:
+        with warp_compat.no_active_tape():
             if arr.device.is_cpu and arr.is_contiguous:
                 view = hooks.original("numpy")(arr)
                 view[...] = values.reshape(view.shape)
             else:
                 arr.assign(values)
-        finally:
-            ctx.runtime.tape = tape
 
     @staticmethod
     def _loss(module) -> float:

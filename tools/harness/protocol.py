@@ -189,6 +189,9 @@ class ChildError(BaseModel):
     file: str | None = None
     line: int | None = None
     exit_code: int | None = None
+    cause: Literal["unsupported_warp", "warp_start"] | None = Field(
+        None, description="Why the harness itself could not start (kind harness_failed, from boot()).")
+    harness_traceback: str | None = Field(None, description="Our own traceback, when the failure is ours.")
 
 
 class Section(BaseModel):

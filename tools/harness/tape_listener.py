@@ -31,9 +31,10 @@ import numpy as np
 import warp as wp
 
 from .. import kernel_access
-from . import hooks
+from . import hooks, warp_compat
 from .capture import CaptureListener, name_of
 from .hooks import safe as _safe
+from .warp_compat import backward_state
 
 MAX_TAPES = 4
 MAX_LAUNCHES = 5000
@@ -42,39 +43,26 @@ MAX_NAME_LOOKUPS = 20000
 BACKWARD_SCHEME_AFTER = 64
 
 
-def _closure(fn) -> dict[str, Any]:
-    try:
-        return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in (fn.__closure__ or ()))))
-    except (AttributeError, ValueError):
-        return {}
-
-
-def backward_state(kernel) -> tuple[bool, str | None]:
-    """(enabled, what disabled it: "kernel" | "module" | None), as warp's autograd decides it."""
-    opts = getattr(kernel, "options", {}) or {}
-    if "enable_backward" in opts:
-        return bool(opts["enable_backward"]), None if opts["enable_backward"] else "kernel"
-    mod_opts = getattr(getattr(kernel, "module", None), "options", {}) or {}
-    enabled = bool(mod_opts.get("enable_backward", True))
-    return enabled, None if enabled else "module"
-
-
 def _stamp(entry, info: dict[str, Any]) -> None:
     """Attach what was seen at recording time to the tape entry itself, so it lives and dies with the tape.
 
     Kernel entries carry a metadata dict (Warp keeps the call site there); copies are functions, which
     take attributes.
     """
-    if isinstance(entry, list) and len(entry) > 7 and isinstance(entry[7], dict):
-        entry[7]["warpgrad"] = info
+    rec = warp_compat.kernel_record(entry)
+    meta = rec.metadata if rec is not None else None
+    if meta is not None:
+        meta["warpgrad"] = info
     elif callable(entry):
         with contextlib.suppress(AttributeError, TypeError):
             entry._warpgrad = info
 
 
 def _stamp_of(entry) -> dict[str, Any]:
-    if isinstance(entry, list) and len(entry) > 7 and isinstance(entry[7], dict):
-        return entry[7].get("warpgrad") or {}
+    rec = warp_compat.kernel_record(entry)
+    meta = rec.metadata if rec is not None else None
+    if meta is not None:
+        return meta.get("warpgrad") or {}
     return getattr(entry, "_warpgrad", None) or {}
 
 
@@ -145,7 +133,7 @@ class TapeInspectListener(hooks.Listener):
         span = 0
         if arr.shape and all(s > 0 for s in arr.shape):
             # Byte span from the first to one past the last element (strided views included).
-            span = sum((s - 1) * abs(st) for s, st in zip(arr.shape, arr.strides)) + wp._src.types.type_size_in_bytes(arr.dtype)
+            span = sum((s - 1) * abs(st) for s, st in zip(arr.shape, arr.strides)) + wp.types.type_size_in_bytes(arr.dtype)
         return {
             "id": f"a{len(self.arrays)}", "name": self._name(arr), "shape": list(arr.shape), "dtype": dtype,
             "device": str(arr.device), "requires_grad": bool(arr.requires_grad),
@@ -166,7 +154,7 @@ class TapeInspectListener(hooks.Listener):
         try:
             if arr.ptr is None or arr.size == 0:
                 return None
-            if arr.size * wp._src.types.type_size_in_bytes(arr.dtype) > MAX_FINGERPRINT_BYTES:
+            if arr.size * wp.types.type_size_in_bytes(arr.dtype) > MAX_FINGERPRINT_BYTES:
                 return None
             a = hooks.original("numpy")(arr)
             return zlib.crc32(np.ascontiguousarray(a).view(np.uint8).tobytes())
@@ -178,8 +166,8 @@ class TapeInspectListener(hooks.Listener):
         key = kernel.key
         if key not in self.access_cache:
             try:
-                adj = kernel.adj
-                glb = getattr(kernel.func, "__globals__", {})
+                ks = warp_compat.kernel_source(kernel)
+                glb = ks.globals
 
                 def resolve(name: str) -> str | None:
                     base, *rest = name.split(".")
@@ -187,7 +175,7 @@ class TapeInspectListener(hooks.Listener):
                     for r in rest:
                         obj = getattr(obj, r, None)
                     fn = getattr(obj, "func", None)
-                    if isinstance(obj, wp._src.context.Function) and fn is not None:
+                    if isinstance(obj, wp.Function) and fn is not None:
                         try:
                             return inspect.getsource(fn)
                         except (OSError, TypeError):
@@ -195,21 +183,21 @@ class TapeInspectListener(hooks.Listener):
                     return None
 
                 self.access_cache[key] = kernel_access.analyze_kernel(
-                    adj.source, name=adj.fun_name, resolver=resolve, first_line=adj.fun_lineno)
+                    ks.source, name=ks.name, resolver=resolve, first_line=ks.first_line)
             except Exception as e:  # noqa: BLE001 - fall back to the inputs/outputs split the user passed
                 self.access_cache[key] = f"{type(e).__name__}: {e}"
         return self.access_cache[key]
 
     def _launch_arrays(self, kernel, inputs: list, outputs: list, names: bool = True) -> tuple[list[dict], list[dict], str]:
         ka = self._access(kernel)
-        labels = [a.label for a in kernel.adj.args]
+        labels = warp_compat.kernel_arg_labels(kernel)
         args_desc, arrays = [], []
         values = list(inputs) + list(outputs)
         for i, v in enumerate(values):
             label = labels[i] if i < len(labels) else f"arg{i}"
             io = "input" if i < len(inputs) else "output"
             found = list(hooks.iter_arrays(v))
-            kind = "array" if isinstance(v, wp.array) else "struct" if found or hasattr(v, "_cls") else "value"
+            kind = "array" if isinstance(v, wp.array) else "struct" if found or warp_compat.is_struct_instance(v) else "value"
             ad: dict[str, Any] = {"index": i, "name": label, "io": io, "kind": kind}
             if kind == "value":
                 ad["value"] = repr(v)[:80]
@@ -240,7 +228,8 @@ class TapeInspectListener(hooks.Listener):
         if call.taped and not self._active():
             # Cheap bookkeeping only: which backward call each launch precedes (stale-launch evidence).
             it, bwd = self._iteration()
-            self._pending = {"n_before": len(call.tape.launches), "fp": {}, "iteration": it, "bwd": bwd, "names": None}
+            self._pending = {"n_before": len(warp_compat.tape_records(call.tape)), "fp": {}, "iteration": it,
+                             "bwd": bwd, "names": None}
             return
         if not self._active():
             return
@@ -248,7 +237,8 @@ class TapeInspectListener(hooks.Listener):
             tape = call.tape
             self.open_tapes[id(tape)] = tape
             it, bwd = self._iteration()
-            info = {"n_before": len(tape.launches), "fp": {}, "iteration": it, "bwd": bwd}
+            info: dict[str, Any] = {"n_before": len(warp_compat.tape_records(tape)), "fp": {}, "iteration": it,
+                                    "bwd": bwd}
             _, arrays, _ = self._launch_arrays(call.kernel, call.inputs, call.outputs)
             # Names as bound at the launch: rebinding (a, b = b, a) shows as one buffer under two names.
             info["names"] = {(a["arg"], a["field"]): a["user_name"] for a in arrays}
@@ -270,15 +260,15 @@ class TapeInspectListener(hooks.Listener):
         if info is None:
             return
         tape = call.tape
-        if len(tape.launches) > info["n_before"]:
+        if len(warp_compat.tape_records(tape)) > info["n_before"]:
             for obj in info.pop("after", []):
                 info["fp"][self._array_id(obj)] = self._fingerprint(obj)
-            entry = tape.launches[-1]
+            entry = warp_compat.tape_records(tape)[-1]
             _stamp(entry, {"iteration": info["iteration"], "bwd": info["bwd"], "fp": info["fp"],
                            "names": info.get("names")})
 
     def _open_windows(self) -> list[int]:
-        return [tid for tid, t in self.open_tapes.items() if t.launches]
+        return [tid for tid, t in self.open_tapes.items() if warp_compat.tape_records(t)]
 
     def _note_untaped_launch(self, call: hooks.LaunchCall) -> None:
         wins = self._open_windows()
@@ -292,7 +282,7 @@ class TapeInspectListener(hooks.Listener):
         for tid in wins:
             self.untaped.setdefault(tid, []).append({
                 "kind": "launch", "kernel": call.kernel.key, "site": dict(call.site), "arrays": written, "why": why,
-                "after_launch": len(self.open_tapes[tid].launches) - 1,
+                "after_launch": len(warp_compat.tape_records(self.open_tapes[tid])) - 1,
             })
 
     @_safe
@@ -302,7 +292,7 @@ class TapeInspectListener(hooks.Listener):
         if not isinstance(call.dest, wp.array) or not isinstance(call.src, wp.array):
             return
         tape = call.tape
-        n = len(tape.launches) if tape is not None else 0
+        n = len(warp_compat.tape_records(tape)) if tape is not None else 0
         it, bwd = self._iteration()
         self.pending_copy[id(call)] = {"n": n, "fp": self._fingerprint(call.src), "site": dict(call.site),
                                        "iteration": it, "bwd": bwd}
@@ -315,8 +305,8 @@ class TapeInspectListener(hooks.Listener):
         if pend is None:
             return
         tape = call.tape
-        if tape is not None and len(tape.launches) > pend["n"]:
-            entry = tape.launches[-1]
+        if tape is not None and len(warp_compat.tape_records(tape)) > pend["n"]:
+            entry = warp_compat.tape_records(tape)[-1]
             _stamp(entry, {"iteration": pend["iteration"], "bwd": pend["bwd"], "site": pend["site"],
                            "fp": {self._array_id(call.src): pend["fp"]},
                            "dest_name": self._name(call.dest), "src_name": self._name(call.src)})
@@ -327,7 +317,7 @@ class TapeInspectListener(hooks.Listener):
         for tid in wins:
             self.untaped.setdefault(tid, []).append({
                 "kind": "copy", "kernel": "wp.copy", "site": pend["site"], "arrays": [self._array_id(call.dest)],
-                "why": why, "after_launch": len(self.open_tapes[tid].launches) - 1,
+                "why": why, "after_launch": len(warp_compat.tape_records(self.open_tapes[tid])) - 1,
                 "src_requires_grad": bool(call.src.requires_grad),
             })
 
@@ -351,7 +341,7 @@ class TapeInspectListener(hooks.Listener):
     def _forget(self, tape) -> None:
         self.untaped.pop(id(tape), None)
         self.open_tapes.pop(id(tape), None)
-        for entry in tape.launches:
+        for entry in warp_compat.tape_records(tape):
             info = _stamp_of(entry)
             if info:
                 info["fp"] = {}  # the next backward of a reused tape compares against nothing stale
@@ -361,80 +351,107 @@ class TapeInspectListener(hooks.Listener):
         it, bwd = self._iteration()
         launches: list[dict[str, Any]] = []
         current_fp: dict[str, int | None] = {}
-        for j, entry in enumerate(tape.launches[:MAX_LAUNCHES]):
+        for j, entry in enumerate(warp_compat.tape_records(tape)[:MAX_LAUNCHES]):
             info = _stamp_of(entry)
-            if isinstance(entry, list):
-                kernel, dim, _, inputs, outputs, _, _, meta = (entry + [None] * 8)[:8]
-                caller = (meta or {}).get("caller") or {}
-                enabled, disabled_by = backward_state(kernel)
-                names = info.get("names")
-                args_desc, arrays, source = self._launch_arrays(kernel, inputs, outputs, names=names is None)
-                if names:
-                    for a in arrays:
-                        a["user_name"] = names.get((a["arg"], a["field"])) or self.names.get(id(a["_obj"]))
-                adj = kernel.adj
-                d = {
-                    "index": j, "type": "kernel", "kernel": kernel.key, "module": getattr(kernel.module, "name", None),
-                    "kernel_def": f"{adj.filename}:{adj.fun_lineno}",
-                    "site": {"file": caller.get("file"), "line": caller.get("lineno"), "func": caller.get("func")},
-                    "dim": list(dim) if isinstance(dim, (tuple, list)) else [dim],
-                    "backward_enabled": enabled, "backward_disabled_by": disabled_by,
-                    "n_outputs": len(outputs or []), "args": args_desc, "access_source": source,
-                }
-            elif callable(entry):
-                qual = getattr(entry, "__qualname__", "")
-                cl = _closure(entry)
-                if qual.startswith("copy.") and isinstance(cl.get("src"), wp.array) and isinstance(cl.get("dest"), wp.array):
-                    src, dest = cl["src"], cl["dest"]
-                    arrays = [
-                        {"arg": "src", "arg_index": 0, "field": None, "array": self._array_id(src),
-                         "user_name": info.get("src_name") or self._name(src), "read": True, "written": False,
-                         "accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
-                         "tracker_sees_read": True, "_obj": src},
-                        {"arg": "dest", "arg_index": 1, "field": None, "array": self._array_id(dest),
-                         "user_name": info.get("dest_name") or self._name(dest), "read": False, "written": True,
-                         "accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
-                         "tracker_sees_read": True, "_obj": dest},
-                    ]
-                    d = {"index": j, "type": "copy", "kernel": "wp.copy", "site": info.get("site") or {},
-                         "count": cl.get("count"), "src_offset": cl.get("src_offset"), "dest_offset": cl.get("dest_offset"),
-                         "backward_enabled": True, "args": []}
-                else:
-                    arrays = []
-                    d = {"index": j, "type": "func", "kernel": qual or repr(entry)[:80], "site": info.get("site") or {},
-                         "backward_enabled": True, "args": []}
-            else:
-                continue
-            d["recorded_iteration"] = info.get("iteration")
-            d["recorded_backward_index"] = info.get("bwd")
-            fps = info.get("fp") or {}
+            described = self._describe_entry(j, entry, info)
+            if described is not None:
+                launches.append(self._with_arrays(*described, info, current_fp))
+        loss_ids, seed = self._seed(loss, grads, launches)
+        n_records = len(warp_compat.tape_records(tape))
+        return {
+            "iteration": it, "backward_index": bwd, "n_launches": n_records,
+            "truncated": n_records > MAX_LAUNCHES, "loss": loss_ids, "seed": seed,
+            "launches": launches, "arrays": self._arrays_used(launches, loss_ids),
+            "untaped_writes": list(self.untaped.get(id(tape), []))[:200],
+            "warp_version": wp.__version__, "_tape_id": id(tape),
+        }
+
+    def _describe_entry(self, j: int, entry: Any, info: dict[str, Any]) -> tuple[dict[str, Any], list[dict]] | None:
+        """(description, array arguments) of one tape entry; None for an entry of no known kind."""
+        rec = warp_compat.kernel_record(entry)
+        if rec is not None:
+            return self._describe_kernel(j, rec, info)
+        if callable(entry):
+            return self._describe_callable(j, entry, info)
+        return None
+
+    def _describe_kernel(self, j: int, rec: warp_compat.KernelRecord, info: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+        kernel, dim, outputs, caller = rec.kernel, rec.dim, rec.outputs, rec.caller
+        enabled, disabled_by = backward_state(kernel)
+        names = info.get("names")
+        args_desc, arrays, source = self._launch_arrays(kernel, rec.inputs, outputs, names=names is None)
+        if names:
             for a in arrays:
-                obj = a.pop("_obj")
-                if a["read"] and a["array"] in fps and fps[a["array"]] is not None:
-                    if a["array"] not in current_fp:
-                        current_fp[a["array"]] = self._fingerprint(obj)
-                    a["changed_since_launch"] = current_fp[a["array"]] != fps[a["array"]]
-                else:
-                    a["changed_since_launch"] = None
-            d["arrays"] = arrays
-            d["signature"] = self._signature(d)
-            launches.append(d)
-        loss_ids: list[str] = []
-        seed = "none"
+                a["user_name"] = names.get((a["arg"], a["field"])) or self.names.get(id(a["_obj"]))
+        ks = warp_compat.kernel_source(kernel)
+        d = {
+            "index": j, "type": "kernel", "kernel": kernel.key, "module": getattr(kernel.module, "name", None),
+            "kernel_def": f"{ks.filename}:{ks.first_line}",
+            "site": {"file": caller.get("file"), "line": caller.get("lineno"), "func": caller.get("func")},
+            "dim": list(dim) if isinstance(dim, (tuple, list)) else [dim],
+            "backward_enabled": enabled, "backward_disabled_by": disabled_by,
+            "n_outputs": len(outputs), "args": args_desc, "access_source": source,
+        }
+        return d, arrays
+
+    def _describe_callable(self, j: int, entry: Any, info: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+        """A `wp.copy` (a closure over src and dest) or another `record_func` callable."""
+        qual = getattr(entry, "__qualname__", "")
+        cl = warp_compat.record_closure(entry)
+        if not (qual.startswith("copy.") and isinstance(cl.get("src"), wp.array) and isinstance(cl.get("dest"), wp.array)):
+            return {"index": j, "type": "func", "kernel": qual or repr(entry)[:80], "site": info.get("site") or {},
+                    "backward_enabled": True, "args": []}, []
+        src, dest = cl["src"], cl["dest"]
+        fixed = {"accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
+                 "tracker_sees_read": True}
+        arrays = [
+            {"arg": "src", "arg_index": 0, "field": None, "array": self._array_id(src),
+             "user_name": info.get("src_name") or self._name(src), "read": True, "written": False, **fixed, "_obj": src},
+            {"arg": "dest", "arg_index": 1, "field": None, "array": self._array_id(dest),
+             "user_name": info.get("dest_name") or self._name(dest), "read": False, "written": True, **fixed,
+             "_obj": dest},
+        ]
+        d: dict[str, Any] = {"index": j, "type": "copy", "kernel": "wp.copy", "site": info.get("site") or {},
+             "count": cl.get("count"), "src_offset": cl.get("src_offset"), "dest_offset": cl.get("dest_offset"),
+             "backward_enabled": True, "args": []}
+        return d, arrays
+
+    def _with_arrays(self, d: dict[str, Any], arrays: list[dict], info: dict[str, Any],
+                     current_fp: dict[str, int | None]) -> dict[str, Any]:
+        """Complete a description: recording iteration, the arrays (changed since the launch read them?), signature."""
+        d["recorded_iteration"] = info.get("iteration")
+        d["recorded_backward_index"] = info.get("bwd")
+        fps = info.get("fp") or {}
+        for a in arrays:
+            obj = a.pop("_obj")
+            if a["read"] and a["array"] in fps and fps[a["array"]] is not None:
+                if a["array"] not in current_fp:
+                    current_fp[a["array"]] = self._fingerprint(obj)
+                a["changed_since_launch"] = current_fp[a["array"]] != fps[a["array"]]
+            else:
+                a["changed_since_launch"] = None
+        d["arrays"] = arrays
+        d["signature"] = self._signature(d)
+        return d
+
+    def _seed(self, loss, grads, launches: list[dict[str, Any]]) -> tuple[list[str], str]:
+        """(ids of the arrays backward is seeded from, how: "loss" | "grads" | "hand-seeded .grad" | "none")."""
         if loss is not None and isinstance(loss, wp.array):
-            loss_ids, seed = [self._array_id(loss)], "loss"
-        elif grads:
-            loss_ids, seed = [self._array_id(a) for a in grads if isinstance(a, wp.array)], "grads"
-        else:
-            for d in launches:
-                for a in d["arrays"]:
-                    if a["written"]:
-                        obj = self.by_rid.get(a["array"])
-                        if obj is not None and obj.grad is not None and a["array"] not in loss_ids:
-                            g = hooks.original("numpy")(obj.grad)
-                            if np.any(g != 0):
-                                loss_ids.append(a["array"])
-            seed = "hand-seeded .grad" if loss_ids else "none"
+            return [self._array_id(loss)], "loss"
+        if grads:
+            return [self._array_id(a) for a in grads if isinstance(a, wp.array)], "grads"
+        loss_ids: list[str] = []
+        for d in launches:
+            for a in d["arrays"]:
+                if a["written"]:
+                    obj = self.by_rid.get(a["array"])
+                    if obj is not None and obj.grad is not None and a["array"] not in loss_ids:
+                        g = hooks.original("numpy")(obj.grad)
+                        if np.any(g != 0):
+                            loss_ids.append(a["array"])
+        return loss_ids, "hand-seeded .grad" if loss_ids else "none"
+
+    def _arrays_used(self, launches: list[dict[str, Any]], loss_ids: list[str]) -> dict[str, dict[str, Any]]:
         used = {a["array"] for d in launches for a in d["arrays"]} | set(loss_ids)
         arrays_out = {rec["id"]: rec for rec in self.arrays.values() if rec["id"] in used}
         for rec_id, rec in arrays_out.items():
@@ -442,12 +459,7 @@ class TapeInspectListener(hooks.Listener):
             if obj is not None:  # flags may have changed since first sight
                 rec["requires_grad"] = bool(obj.requires_grad)
                 rec["retain_grad"] = bool(getattr(obj, "retain_grad", False))
-        return {
-            "iteration": it, "backward_index": bwd, "n_launches": len(tape.launches),
-            "truncated": len(tape.launches) > MAX_LAUNCHES, "loss": loss_ids, "seed": seed,
-            "launches": launches, "arrays": arrays_out, "untaped_writes": list(self.untaped.get(id(tape), []))[:200],
-            "warp_version": wp.__version__, "_tape_id": id(tape),
-        }
+        return arrays_out
 
     @staticmethod
     def _signature(d: dict[str, Any]) -> str:
@@ -476,6 +488,6 @@ class TapeInspectListener(hooks.Listener):
         else:
             scheme, target, tapes = "backward", None, self.descriptions[:1]
         notes = self.notes + ([f"the tape inspector stopped after an internal error ({self.broken})"]
-                              if getattr(self, "broken", None) else [])
+                              if self.broken else [])
         return {"scheme": scheme, "iteration": target, "tapes": tapes[:self.max_tapes],
                 "tapes_in_iteration": len(tapes), "notes": notes}

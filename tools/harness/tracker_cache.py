@@ -28,14 +28,15 @@ REUSED: list[str] = []
 def install() -> bool:
     """Wrap `Module._compile`; False (and nothing patched) when this Warp lacks the internals used."""
     import warp
-    from warp._src import context
 
-    module_cls = context.Module
+    from . import warp_compat
+
+    if not warp_compat.module_build_internals_present():
+        return False
+    module_cls: Any = warp_compat.module_class()
     original = module_cls._compile
     if getattr(original, _MARK, False):
         return True
-    if not all(hasattr(module_cls, name) for name in ("_run_codegen", "_get_meta_name")):
-        return False
 
     def _compile(self: Any, device: Any = None, output_dir: Any = None, output_name: str | None = None,
                  output_arch: int | None = None, use_ptx: bool | None = None, options: dict | None = None) -> bool:
@@ -46,13 +47,13 @@ def install() -> bool:
             and output_dir is not None
             and output_name is not None
             and os.path.exists(os.path.join(output_dir, output_name))
-            and os.path.exists(os.path.join(output_dir, self._get_meta_name(block_dim=options["block_dim"])))
+            and os.path.exists(os.path.join(output_dir, warp_compat.module_meta_name(self, options["block_dim"])))
         )
-        if not cached:
+        if not cached or options is None:
             return original(self, device, output_dir, output_name, output_arch, use_ptx, options)
         # The codegen window as `_compile` runs it (same options, same target): it sets the argument
         # flags and logs the within-kernel warnings; its source is discarded (the binary is the cached one).
-        self._run_codegen(options | {"output_arch": output_arch}, output_arch is None)
+        warp_compat.run_module_codegen(self, options | {"output_arch": output_arch}, output_arch is None)
         REUSED.append(self.name)
         return True
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import tracker_parse as tracker
-from . import hooks, tracker_cache
+from . import hooks, tracker_cache, warp_compat
 from .capture import name_of
 from .hooks import safe as _safe
 
@@ -84,7 +84,7 @@ class TrackerListener(hooks.Listener):
             return call.dest if parsed.kind == "copy" else None
         if parsed.kind != "across_launches" or parsed.argument is None:
             return None
-        labels = [a.label for a in call.kernel.adj.args]
+        labels = warp_compat.kernel_arg_labels(call.kernel)
         if parsed.argument in labels:
             idx = labels.index(parsed.argument)
             args = call.args
@@ -93,11 +93,11 @@ class TrackerListener(hooks.Listener):
         return None
 
     def _note_reads(self, call: hooks.LaunchCall) -> None:
-        adj_args = call.kernel.adj.args
+        access = warp_compat.kernel_arg_access(call.kernel)
         site = {"file": call.site.get("file"), "line": call.site.get("line"), "func": call.site.get("func"),
                 "kernel": call.kernel.key}
         for i, arg in enumerate(call.args):
-            if i < len(adj_args) and getattr(adj_args[i], "is_read", False):
+            if i < len(access) and access[i][0]:
                 for _, arr in hooks.iter_arrays(arg):
                     self.last_reader[id(arr)] = site
 
@@ -120,8 +120,7 @@ class TrackerListener(hooks.Listener):
         if mod is not None and not self.modules.get(mod):
             # Codegen sets these flags only when the module is built with the tracker on (warp-facts §6.2); the
             # log's "(compiled)" lines are missing when the script raises wp.config.log_level.
-            self.modules[mod] = any(getattr(a, "is_read", False) or getattr(a, "is_write", False)
-                                    for a in call.kernel.adj.args)
+            self.modules[mod] = any(read or written for read, written in warp_compat.kernel_arg_access(call.kernel))
         if call.taped:
             self.taped_launches += 1
             self.taped_kernels.add(call.kernel.key)

@@ -166,9 +166,10 @@ class FDEngine:
 
     def _point(self, d, t, plus: Evaluation, minus: Evaluation) -> tuple[float, float, float, float]:
         pert = _pair(d, t)
-        fd = (plus.objective - minus.objective) / (2 * t)
+        lp, lm = _objective(plus), _objective(minus)
+        fd = (lp - lm) / (2 * t)
         ad, mag = _ad(self.params, plus, minus, (pert[0], pert[1]), t)
-        rb = self._rounding(plus.objective, minus.objective) / t
+        rb = self._rounding(lp, lm) / t
         return fd, ad, rb, mag
 
     def check(self, per_param: bool = True, elements: int = 0) -> FDReport:
@@ -470,6 +471,13 @@ class FDEngine:
 def _resolvable(s: SweepPoint) -> bool:
     """The change of the objective at this step rises clearly above its rounding."""
     return s.rounding_band < 0.25 * max(abs(s.fd), abs(s.ad), 1e-300)
+
+
+def _objective(e: Evaluation) -> float:
+    """The objective of an evaluation that `_first_error` let through (it stops at a missing one)."""
+    if e.objective is None:
+        raise ValueError("an evaluation without an objective reached the FD arithmetic")
+    return e.objective
 
 
 def _first_error(evs: list[Evaluation]) -> str | None:

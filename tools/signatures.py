@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 
+# The values are the wire format (JSON results, ledger records, evals.json, grader metadata): never rename one.
 class Signature(StrEnum):
-    """How a gradient compares with finite differences; the value is the wire format."""
+    """How a gradient compares with finite differences: a row of the signature table."""
 
     CORRECT = "correct"
     ZERO = "zero"

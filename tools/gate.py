@@ -38,8 +38,6 @@ from .records import (
     TrackerEvent,
 )
 
-__all__ = ["OUTCOMES", "RULES", "Comparison", "GateResult", "Outcome", "check_finish", "objective_improves"]
-
 Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only"]
 OUTCOMES: tuple[str, ...] = ("fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only")
 CORRECT_CLAIMS = ("fixed", "gradients_correct", "not_a_gradient_bug")

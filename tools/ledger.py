@@ -412,18 +412,20 @@ class Ledger:
         kinds: dict[str, int] = {}
         for r in records:
             kinds[r.kind] = kinds.get(r.kind, 0) + 1
-        last_check = next(((r, e) for r in reversed(records) if isinstance(e := r.event, GradcheckEvent)), None)
         last_finish = next((e for r in reversed(records) if isinstance(e := r.event, FinishEvent)), None)
         return {
             "records": len(records),
             "verified": check.ok,
             "problems": check.problems,
             "kinds": kinds,
-            "last_gradcheck": None if last_check is None else {
-                "seq": last_check[0].seq, "passed": last_check[1].payload.passed,
-                "signature": last_check[1].payload.signature,
-                "max_rel_error": last_check[1].payload.max_rel_error,
-                "stale_files": changed_files(self.workspace, last_check[0].files),
-            },
+            "last_gradcheck": self._last_check(records),
             "finished": None if last_finish is None else last_finish.payload.outcome,
         }
+
+    def _last_check(self, records: list[LedgerRecord]) -> dict[str, Any] | None:
+        for r in reversed(records):
+            if isinstance(e := r.event, GradcheckEvent):
+                return {"seq": r.seq, "passed": e.payload.passed, "signature": e.payload.signature,
+                        "max_rel_error": e.payload.max_rel_error,
+                        "stale_files": changed_files(self.workspace, r.files)}
+        return None

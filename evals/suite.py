@@ -25,20 +25,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..tools.signatures import Signature
+
 SKILL_NAME = "warp-debug-gradients"
 SUITE_DIR = Path(__file__).resolve().parent
 
-Signature = Literal[
-    "correct",
-    "zero",
-    "nan_inf",
-    "exact_factor",
-    "subtly_wrong",
-    "sparse_subset",
-    "grows_across_iterations",
-    "truncation",
-    "inconclusive",
-]
 Verdict = Literal["gradients_wrong", "gradients_correct", "not_applicable"]
 
 
@@ -115,9 +106,9 @@ class CaseMeta(EvalCase):
         if self.expected_verdict == "gradients_wrong":
             if not self.root_cause:
                 raise ValueError("a gradients_wrong case needs at least one root_cause location")
-            if self.expected_signature == "correct":
+            if self.expected_signature == Signature.CORRECT:
                 raise ValueError("a gradients_wrong case cannot expect the 'correct' signature")
-        if self.expected_signature == "exact_factor" and self.expected_factor is None:
+        if self.expected_signature == Signature.EXACT_FACTOR and self.expected_factor is None:
             raise ValueError("an exact_factor case needs expected_factor")
         return self
 

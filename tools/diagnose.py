@@ -31,7 +31,7 @@ from .quickchecks.base import Finding
 from .quickchecks.engine import run_rules
 from .registry import tool
 from .run_script import RunScriptResult, run_script_in
-from .signatures import TABLE
+from .signatures import TABLE, Signature
 from .tape import InspectTapeResult, inspect
 from .tracker import InstrumentResult, run_tracker
 from .workspace import rel_path, resolve_path
@@ -73,7 +73,7 @@ class DiagnoseResult(BaseModel):
     ok: bool = Field(description="The pipeline ran (False: the script cannot run; see `blocked`).")
     script: str
     gradients_wrong: bool | None = Field(None, description="True: AD disagrees with FD; False: it matches; None: no verdict.")
-    signature: str = "inconclusive"
+    signature: Signature = Signature.INCONCLUSIVE
     factor: float | None = None
     summary: str = ""
     blocked: str | None = Field(None, description="Why the script cannot run, when it cannot.")
@@ -108,9 +108,9 @@ def _functions(path: Path) -> list[tuple[int, int]]:
 
 
 class _Ranker:
-    def __init__(self, workspace: Path, signature: str, wrong: bool | None) -> None:
+    def __init__(self, workspace: Path, signature: Signature, wrong: bool | None) -> None:
         self.ws = workspace
-        self.row = TABLE.get(signature, TABLE["inconclusive"])
+        self.row = TABLE.get(signature, TABLE[Signature.INCONCLUSIVE])
         self.wrong = wrong
         self.by_loc: dict[tuple, Hypothesis] = {}
         self.scores: dict[tuple, list[float]] = {}
@@ -187,21 +187,21 @@ def _signature_hypotheses(rk: _Ranker, gc: GradcheckResult, script: str) -> None
         rk.add("the update applies a gradient read before this iteration's backward (a stale read)", "WG015", None,
                None, 0.8, Evidence(source="gradcheck", detail="; ".join(p.how or "" for p in gc.params)),
                "references/quick-checks.md", "read the gradient after tape.backward() and before the update")
-    if sig == "grows_across_iterations":
+    if sig == Signature.GROWS_ACROSS_ITERATIONS:
         rk.add("gradients accumulate across iterations (not zeroed before backward)", "WG003", None, None, 0.7,
                Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference, TABLE[sig].next_check)
-    elif sig == "truncation":
+    elif sig == Signature.TRUNCATION:
         rk.add("backward per step: each tape covers part of the horizon (gradient truncation)", "WG004", None, None, 0.8,
                Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference, TABLE[sig].next_check)
-    elif sig == "exact_factor" and gc.reported_factor is not None:
+    elif sig == Signature.EXACT_FACTOR and gc.reported_factor is not None:
         rk.add("the backward seed does not match the reported objective (sum seeded, mean reported)", "WG016", None,
                None, 0.8, Evidence(source="gradcheck", detail=gc.explanation), TABLE[sig].reference,
                TABLE[sig].next_check)
-    elif sig == "inconclusive" and gc.nondeterministic:
+    elif sig == Signature.INCONCLUSIVE and gc.nondeterministic:
         rk.add("the forward is not deterministic: FD cannot judge the gradient until the noise is pinned", None,
                script, None, 0.6, Evidence(source="gradcheck", detail=gc.reason), "references/verification.md",
                "seed every random source (np.random.default_rng(seed), wp.rand_init(seed, ...)) and rerun gradcheck")
-    elif sig == "inconclusive" and gc.fd_unresolvable:
+    elif sig == Signature.INCONCLUSIVE and gc.fd_unresolvable:
         rk.add("the objective's float32 rounding swamps the perturbation (cancellation)", None, script, None, 0.6,
                Evidence(source="gradcheck", detail=gc.reason), "references/verification.md",
                "subtract the constant part of the loss or accumulate it in float64, then rerun gradcheck")
@@ -209,7 +209,7 @@ def _signature_hypotheses(rk: _Ranker, gc: GradcheckResult, script: str) -> None
 
 def _rank(ws: Path, res: DiagnoseResult) -> None:
     gc = res.gradcheck
-    sig = gc.signature if gc else "inconclusive"
+    sig = gc.signature if gc else Signature.INCONCLUSIVE
     rk = _Ranker(ws, sig, res.gradients_wrong)
     tape = res.tape
     if tape and tape.ok:
@@ -241,10 +241,10 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
             if no and no.nonfinite_adjoints and (no.file or no.forward_file):
                 file, line = (no.file, no.line) if no.file else (no.forward_file, no.forward_line)
                 rk.add(f"NaN/inf adjoint first produced by kernel {no.kernel or no.forward_kernel}", "nan_origin", file,
-                       line, 0.9 if sig == "nan_inf" else 0.4,
+                       line, 0.9 if sig == Signature.NAN_INF else 0.4,
                        Evidence(source="localization", detail=f"first launch in backward order whose adjoints turn "
                                 f"non-finite: {no.kernel} at {file}:{line} (arrays {', '.join(no.arrays)})"),
-                       "references/quick-checks.md §9a", TABLE["nan_inf"].next_check)
+                       "references/quick-checks.md §9a", TABLE[Signature.NAN_INF].next_check)
             for lc in td.gradcheck:
                 if getattr(lc, "passed", True) is False:
                     rk.add(f"kernel {lc.kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
@@ -275,7 +275,7 @@ def _ruled_out(res: DiagnoseResult) -> list[str]:
     if gc and gc.ok:
         if not any("unperturbed rerun" in n for n in gc.notes) and not gc.nondeterministic:
             out.append("a stochastic forward: an unperturbed rerun reproduced the objective exactly")
-        if gc.signature != "grows_across_iterations" and (gc.iteration or 0) >= 1:
+        if gc.signature != Signature.GROWS_ACROSS_ITERATIONS and (gc.iteration or 0) >= 1:
             out.append(f"gradient accumulation across iterations: no parameter gradient was left nonzero before "
                        f"iteration {gc.iteration}'s backward")
         if (gc.backward_calls or 1) == 1:
@@ -321,9 +321,9 @@ def _summary(res: DiagnoseResult) -> str:
                          "piecewise-constant objective"}.get(t or "", "")
         if gc is not None and gc.forward_nonfinite:
             return "not a gradient bug: " + gc.explanation
-        if res.signature == "sparse_subset":
+        if res.signature == Signature.SPARSE_SUBSET:
             return "gradients are not wrong: " + gc.reason
-        if res.signature == "zero":
+        if res.signature == Signature.ZERO:
             return ("the gradient is exactly zero and so is the objective's local slope: a piecewise-constant forward, "
                     "where zero is the true gradient (use a surrogate such as a straight-through estimator)")
         return "gradients match finite differences at the full horizon: not a gradient bug" + extra
@@ -403,7 +403,7 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         ledger.append("gradcheck", gc, tool="diagnose")
     res.signature, res.factor = gc.signature, gc.factor
     res.gradients_wrong = None if gc.passed is None else (not gc.passed)
-    if gc.forward_nonfinite or (gc.ok and gc.signature == "sparse_subset" and gc.passed is None):
+    if gc.forward_nonfinite or (gc.ok and gc.signature == Signature.SPARSE_SUBSET and gc.passed is None):
         # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
         res.gradients_wrong = False
     if ledger:
@@ -417,7 +417,7 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
 
     strong = [h for h in res.hypotheses if h.score >= 0.5]
     if args.bisect == "always" or (args.bisect == "auto" and res.gradients_wrong and not strong
-                                   and res.signature in ("subtly_wrong", "exact_factor")):
+                                   and res.signature in (Signature.SUBTLY_WRONG, Signature.EXACT_FACTOR)):
         res.bisect = stage("bisect", lambda: bisect_horizon(BisectArgs(script=res.script, args=args.args,
                                                                        iteration=args.iteration, params=args.params,
                                                                        device=args.device, timeout_s=args.timeout_s,
@@ -444,7 +444,7 @@ def _next_steps(res: DiagnoseResult) -> list[str]:
             steps.append(TABLE[res.signature].next_check)
         steps.append(f"after the fix, rerun `warpgrad gradcheck {res.script}` (the same harness) and the workflow")
     elif res.gradients_wrong is None and res.gradcheck is not None:
-        steps.append(TABLE["inconclusive"].next_check)
+        steps.append(TABLE[Signature.INCONCLUSIVE].next_check)
     return [s for s in steps if s]
 
 

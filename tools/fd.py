@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, Field
 
+from .signatures import Signature
+
 STEPS = (1e-2, 1e-3, 1e-4)
 SPARSE_ZOOM_MAX = 64  # entries checked one by one when a non-smooth objective needs a closer look
 # Rounding of a float32 objective: the summation in a loss kernel loses a few ulps more than one op.
@@ -164,9 +166,10 @@ class FDEngine:
 
     def _point(self, d, t, plus: Evaluation, minus: Evaluation) -> tuple[float, float, float, float]:
         pert = _pair(d, t)
-        fd = (plus.objective - minus.objective) / (2 * t)
+        lp, lm = _objective(plus), _objective(minus)
+        fd = (lp - lm) / (2 * t)
         ad, mag = _ad(self.params, plus, minus, (pert[0], pert[1]), t)
-        rb = self._rounding(plus.objective, minus.objective) / t
+        rb = self._rounding(lp, lm) / t
         return fd, ad, rb, mag
 
     def check(self, per_param: bool = True, elements: int = 0) -> FDReport:
@@ -470,6 +473,13 @@ def _resolvable(s: SweepPoint) -> bool:
     return s.rounding_band < 0.25 * max(abs(s.fd), abs(s.ad), 1e-300)
 
 
+def _objective(e: Evaluation) -> float:
+    """The objective of an evaluation that `_first_error` let through (it stops at a missing one)."""
+    if e.objective is None:
+        raise ValueError("an evaluation without an objective reached the FD arithmetic")
+    return e.objective
+
+
 def _first_error(evs: list[Evaluation]) -> str | None:
     for e in evs:
         if e.error:
@@ -480,32 +490,34 @@ def _first_error(evs: list[Evaluation]) -> str | None:
 
 
 def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int,
-             stale: dict[str, float]) -> tuple[str, float | None, str]:
+             stale: dict[str, float]) -> tuple[Signature, float | None, str]:
     """Signature of a check: (signature, factor, explanation)."""
     nonfinite = sum(int(np.count_nonzero(~np.isfinite(g))) for g in grads)
     if nonfinite:
-        return "nan_inf", None, f"{nonfinite} gradient entries are NaN or inf"
+        return Signature.NAN_INF, None, f"{nonfinite} gradient entries are NaN or inf"
     if report.flat:
-        return "zero", None, report.reason
+        return Signature.ZERO, None, report.reason
     if report.verdict == "sparse":
-        return "sparse_subset", None, report.reason
+        return Signature.SPARSE_SUBSET, None, report.reason
     if report.verdict == "inconclusive":
-        return "inconclusive", None, report.reason
+        return Signature.INCONCLUSIVE, None, report.reason
     if report.verdict == "agree":
-        return "correct", None, "AD matches FD within the noise band in every direction"
+        return Signature.CORRECT, None, "AD matches FD within the noise band in every direction"
     if all(not np.any(g) for g in grads):
-        return "zero", None, "the gradient the optimizer consumes is exactly zero, FD is not"
+        return Signature.ZERO, None, "the gradient the optimizer consumes is exactly zero, FD is not"
     cut = [c.scope for c in report.per_param if not c.agree and c.ad == 0.0 and c.fd != 0.0]
     if cut:
-        return "zero", None, (f"the gradient of {', '.join(cut)} is exactly zero while FD is not (the others may be "
-                              "wrong too: fix the cut chain first, then check again)")
+        return Signature.ZERO, None, (f"the gradient of {', '.join(cut)} is exactly zero while FD is not (the "
+                                      "others may be wrong too: fix the cut chain first, then check again)")
     if backward_calls > 1:
-        return "truncation", None, (f"{backward_calls} backward calls feed one update: each tape sees part of the horizon, "
-                                    "so the summed per-window gradients miss the coupling between windows")
+        return Signature.TRUNCATION, None, (f"{backward_calls} backward calls feed one update: each tape sees part "
+                                            "of the horizon, so the summed per-window gradients miss the coupling "
+                                            "between windows")
     if stale:
         names = ", ".join(f"{k} (max |grad| {v:.3g})" for k, v in stale.items())
-        return "grows_across_iterations", None, (f"the parameter gradient was already nonzero before this iteration's "
-                                                 f"backward: {names}; gradients accumulate across iterations")
+        return Signature.GROWS_ACROSS_ITERATIONS, None, (f"the parameter gradient was already nonzero before this "
+                                                         f"iteration's backward: {names}; gradients accumulate "
+                                                         "across iterations")
     # A real factor bug (duplicate accumulation, sum-vs-mean seed) is exact to float precision in every
     # direction; a partial chain cut can look proportional to a few percent, so the bar is tight.
     n_entries = sum(g.size for g in grads)
@@ -518,13 +530,15 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int,
         f = _snap(report.ratio_mean)
         clean = f != report.ratio_mean or float(f).is_integer()
         if f != 1.0 and clean:
-            return "exact_factor", f, f"AD/FD = {report.ratio_mean:.6g} in every direction (spread {report.ratio_spread:.2%})"
+            return Signature.EXACT_FACTOR, f, (f"AD/FD = {report.ratio_mean:.6g} in every direction (spread "
+                                               f"{report.ratio_spread:.2%})")
     if report.elements:
         bad = [e for e in report.elements if not e.agree]
         if bad and len(bad) <= 0.25 * len(report.elements):
-            return "sparse_subset", None, (f"{len(bad)} of {len(report.elements)} checked elements disagree; the rest "
-                                           "match: a data-dependent subset (non-smooth choice or a localized bug)")
-    return "subtly_wrong", None, "AD and FD disagree beyond the noise band with no constant ratio"
+            return Signature.SPARSE_SUBSET, None, (f"{len(bad)} of {len(report.elements)} checked elements "
+                                                   "disagree; the rest match: a data-dependent subset (non-smooth "
+                                                   "choice or a localized bug)")
+    return Signature.SUBTLY_WRONG, None, "AD and FD disagree beyond the noise band with no constant ratio"
 
 
 def _small_factor(x: float) -> bool:

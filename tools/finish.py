@@ -6,8 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .gate import Comparison, Outcome, check_finish
+from .gate import Outcome, check_finish
 from .ledger import Ledger
+from .records import Comparison, FinishPayload
 from .registry import ToolError, tool
 from .report import write_report
 
@@ -49,9 +50,9 @@ def finish(args: FinishArgs, workspace: Path) -> FinishResult:
     if not gate.accepted:
         raise ToolError(f"finish({args.outcome}) refused: the ledger does not prove it yet. Missing:\n"
                         + "\n".join(f"- {m}" for m in gate.missing))
-    rec = Ledger(workspace).append("finish", {"outcome": args.outcome, "summary": args.summary,
-                                              "evidence": gate.evidence, "comparison": gate.comparison,
-                                              "signed": gate.signed}, tool="finish")
+    record = FinishPayload(outcome=args.outcome, summary=args.summary, evidence=gate.evidence,
+                           comparison=gate.comparison, signed=gate.signed)
+    rec = Ledger(workspace).append("finish", record, tool="finish")
     md = write_report(workspace)
     return FinishResult(accepted=True, outcome=args.outcome, seq=rec.seq, evidence=gate.evidence,
                         comparison=gate.comparison, report_path=md.relative_to(Path(workspace)).as_posix(),

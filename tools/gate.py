@@ -10,20 +10,33 @@ piece *says* what the outcome claims: a check of a sub-array is not a check of t
 that found all zeros is not a pass, a run whose loss could not be read proves no improvement, and a
 failing check on the files as they are now is not outweighed by an older pass with another harness.
 
-Ledger payloads are read through typed views (`CheckView`, `RunView`, ...); a payload that does not
-validate is not evidence.
+Ledger records are read as their typed kinds (`warpgrad.tools.records`: `GradcheckEvent`, `RunEvent`,
+...); a payload that does not have its kind's shape is not evidence.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from .ledger import Ledger, LedgerRecord, disk_hashes
 from .metric import MetricSpec
+from .records import (
+    Comparison,
+    GradcheckEvent,
+    GradcheckPayload,
+    ObjectiveKind,
+    PatchEvent,
+    PatchPayload,
+    RunEvent,
+    RunPayload,
+    ShrinkEvent,
+    SymptomGoneEvent,
+    TrackerEvent,
+)
 
 Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only"]
 OUTCOMES: tuple[str, ...] = ("fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only")
@@ -108,178 +121,45 @@ def tagged(rule_id: str, text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Typed views of ledger payloads
+# Policy on the typed payloads (`warpgrad.tools.records`)
 # ---------------------------------------------------------------------------------------------------
 
 
-class _View(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+def objective_kind(v: GradcheckPayload) -> ObjectiveKind:
+    """The objective kind; records from before the field get it inferred the way capture now sets it.
+
+    Whatever a record says, a probe's loss() is never "script" and a capture of a named variable
+    (`--objective NAME`) is never more than "partial" (the contract with capture).
+    """
+    if v.mode == "probe":
+        if v.objective_kind in ("probe", "probe_declared"):
+            return v.objective_kind
+        return "probe_declared" if v.harness.declared_objective else "probe"
+    if v.harness.objective:
+        return "partial"
+    return v.objective_kind or "script"
 
 
-class ParamView(_View):
-    name: str = ""
-    ad_norm: float | None = None
-    ad: float | None = None
-    fd: float | None = None
+def all_zero(v: GradcheckPayload) -> bool:
+    """Zero objective, zero AD and zero FD (G005): numbers that agree because nothing was measured."""
+    if v.objective_value is None or v.objective_value != 0.0:
+        return False
+    if v.directions:
+        return all(d.ad == 0.0 and d.fd == 0.0 for d in v.directions)
+    known = [p for p in v.params if p.ad_norm is not None or p.ad is not None or p.fd is not None]
+    return bool(known) and all((p.ad_norm or 0.0) == 0.0 and (p.ad or 0.0) == 0.0 and (p.fd or 0.0) == 0.0
+                               for p in known)
 
 
-class DirectionView(_View):
-    ad: float = 0.0
-    fd: float = 0.0
-
-
-class HarnessView(_View):
-    objective: str | None = Field(None, description="A named objective variable (capture `--objective NAME`).")
-    declared_objective: bool = False
-
-
-ObjectiveKind = Literal["script", "partial", "probe", "probe_declared"]
-
-
-class CheckView(_View):
-    """A gradcheck record's payload, as the gate reads it."""
-
-    ok: bool = False
-    passed: bool | None = None
-    signature: str | None = None
-    harness_id: str | None = None
-    harness: HarnessView = Field(default_factory=HarnessView)
-    files: dict[str, str] = Field(default_factory=dict)
-    objective_kind: ObjectiveKind | None = Field(None, description="None on records written before the field.")
-    iterations: list[int] = Field(default_factory=list)
-    iteration: int | None = None
-    full_horizon: bool = True
-    objective_value: float | None = None
-    max_rel_error: float | None = None
-    params: list[ParamView] = Field(default_factory=list)
-    directions: list[DirectionView] = Field(default_factory=list)
-    mode: str = "capture"
-    script: str | None = None
-    probe: str | None = None
-    unreliable_reason: str | None = Field(None, description="Set by the engine when the check cannot be trusted.")
-    nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
-    supersedes: list[int] = Field(default_factory=list, description="Seqs of failing checks this one explains.")
-
-    def kind(self) -> ObjectiveKind:
-        """The objective kind; records from before the field get it inferred the way capture now sets it.
-
-        Whatever a record says, a probe's loss() is never "script" and a capture of a named variable
-        (`--objective NAME`) is never more than "partial" (the contract with capture).
-        """
-        if self.mode == "probe":
-            if self.objective_kind in ("probe", "probe_declared"):
-                return self.objective_kind
-            return "probe_declared" if self.harness.declared_objective else "probe"
-        if self.harness.objective:
-            return "partial"
-        return self.objective_kind or "script"
-
-    def covered_iterations(self) -> list[int]:
-        """Training iterations the check covered; old records name only `iteration` (a probe: its params())."""
-        if self.iterations:
-            return sorted(set(self.iterations))
-        return [self.iteration if self.iteration is not None else 0]
-
-    def all_zero(self) -> bool:
-        """Zero objective, zero AD and zero FD (G005): numbers that agree because nothing was measured."""
-        if self.objective_value is None or self.objective_value != 0.0:
-            return False
-        if self.directions:
-            return all(d.ad == 0.0 and d.fd == 0.0 for d in self.directions)
-        known = [p for p in self.params if p.ad_norm is not None or p.ad is not None or p.fd is not None]
-        return bool(known) and all((p.ad_norm or 0.0) == 0.0 and (p.ad or 0.0) == 0.0 and (p.fd or 0.0) == 0.0
-                                   for p in known)
-
-
-class RunView(_View):
-    """A workflow run record's payload (run_script)."""
-
-    ok: bool | None = None
-    script: str | None = None
-    args: list[str] = Field(default_factory=list)
-    returncode: int | None = None
-    signal: str | None = None
-    timed_out: bool = False
-    changed: str | None = None
-    final_loss: float | None = None
-    loss_trajectory: list[float | None] = Field(default_factory=list)
-    objective_direction: str | None = None
-    stdout_tail: str = ""
-    stderr_tail: str = ""
-    error: Any = None
-    reason: str | None = None
-    files: dict[str, str] = Field(default_factory=dict)
-    metric: MetricSpec | None = None
-    metric_values: list[float] = Field(default_factory=list)
-
-    def failed(self) -> bool:
-        return self.ok is False or self.timed_out or bool(self.signal) or (
-            self.returncode is not None and self.returncode != 0)
-
-    def trajectory(self) -> list[float]:
-        return [math.nan if v is None else float(v) for v in self.loss_trajectory]
-
-    def says_why(self) -> bool:
-        return bool(self.error or self.stderr_tail or self.reason or self.stdout_tail)
-
-
-class PatchView(_View):
-    paths: list[str] = Field(default_factory=list)
-    after: dict[str, Any] = Field(default_factory=dict)
-    before: dict[str, str | None] = Field(default_factory=dict)
-    diagnostic: list[str] = Field(default_factory=list)
-
-
-class TrackerView(_View):
-    ok: bool | None = None
-    clean: bool | None = None
-    warnings: list[Any] | None = None
-    n_warnings: int | None = None
-    warning_count: int | None = None
-
-    def is_clean(self) -> bool:
-        if self.ok is False:
-            return False
-        if self.clean is not None:
-            return self.clean
-        if self.warnings is not None:
-            return not self.warnings
-        n = self.n_warnings if self.n_warnings is not None else self.warning_count
-        return n == 0
-
-
-class ShrinkView(_View):
-    output: str | None = None
-    sha256: str | None = None
-    script: str | None = None
-    source_sha256: str | None = None
-
-
-class SymptomView(_View):
-    user_confirmed: bool = False
-
-
-def _view(model: type[_View], r: LedgerRecord) -> Any:
-    try:
-        return model.model_validate(r.payload)
-    except ValidationError:
-        return None
+def _patch(r: LedgerRecord) -> PatchPayload:
+    """A patch record's payload (an empty one when the record's payload does not have the shape of a patch:
+    the record still counts as a patch of its `files`)."""
+    return r.event.payload if isinstance(r.event, PatchEvent) else PatchPayload()
 
 
 # ---------------------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------------------
-
-
-class Comparison(BaseModel):
-    """The workflow objective before -> after a patch, as the gate compared it (numbers from the ledger)."""
-
-    quantity: str = Field(description="'final loss' or the named metric, with its direction.")
-    before_seq: int
-    after_seq: int
-    before: float | None
-    after: float | None
-    verdict: str = Field(description="Why it counts as an improvement, in words.")
 
 
 class GateResult(BaseModel):
@@ -303,7 +183,7 @@ class GateResult(BaseModel):
 class Check:
     """A gradcheck record with its view and the gate's judgement of it."""
 
-    def __init__(self, rec: LedgerRecord, view: CheckView, kind: ObjectiveKind, kind_why: str) -> None:
+    def __init__(self, rec: LedgerRecord, view: GradcheckPayload, kind: ObjectiveKind, kind_why: str) -> None:
         self.rec, self.v, self.kind, self.kind_why = rec, view, kind, kind_why
 
     @property
@@ -318,7 +198,7 @@ class Check:
         return self.kind in ("script", "probe_declared")
 
     def real_pass(self) -> bool:
-        return self.v.passed is True and not self.v.all_zero()
+        return self.v.passed is True and not all_zero(self.v)
 
     def unreliable(self) -> str | None:
         """Why the engine marked this check unreliable (None: it did not)."""
@@ -332,14 +212,12 @@ class Evidence:
         self.records = with_provenance(records)
         self.workspace = workspace
         self._disk: dict[str, str | None] = {}
-        self.runs = [(r, v) for r in self.records if r.kind == "run" and (v := _view(RunView, r)) is not None]
+        self.runs = [(r, e.payload) for r in self.records if isinstance(e := r.event, RunEvent)]
         self.checks: list[Check] = []
         for r in self.records:
-            if r.kind != "gradcheck":
+            if not isinstance(e := r.event, GradcheckEvent) or not e.payload.ok:
                 continue
-            v = _view(CheckView, r)
-            if v is None or not v.ok:
-                continue
+            v = e.payload
             kind, why = self._judge_kind(r, v)
             self.checks.append(Check(r, v, kind, why))
 
@@ -352,8 +230,8 @@ class Evidence:
     def current(self, r: LedgerRecord) -> bool:
         return bool(r.files) and not self.stale(r)
 
-    def _judge_kind(self, r: LedgerRecord, v: CheckView) -> tuple[ObjectiveKind, str]:
-        kind = v.kind()
+    def _judge_kind(self, r: LedgerRecord, v: GradcheckPayload) -> tuple[ObjectiveKind, str]:
+        kind = objective_kind(v)
         if kind == "partial":
             what = f"the named variable {v.harness.objective!r}" if v.harness.objective else "a partial objective"
             return kind, f"it differenced {what}, not the objective the script reports"
@@ -364,7 +242,7 @@ class Evidence:
         agrees, why = self._probe_agrees(r, v)
         return ("probe_declared", "") if agrees else ("probe", why)
 
-    def _probe_agrees(self, r: LedgerRecord, v: CheckView) -> tuple[bool, str]:
+    def _probe_agrees(self, r: LedgerRecord, v: GradcheckPayload) -> tuple[bool, str]:
         """G004: the probe's base objective equals the first loss a workflow run on the same files reported."""
         if v.objective_value is None or not math.isfinite(v.objective_value):
             return False, "its probe reported no finite objective value to compare with the script's"
@@ -398,7 +276,7 @@ def _short(h: str | None) -> str:
 
 def _patched_paths(r: LedgerRecord) -> set[str]:
     """The user's files a patch changed (warpgrad's own diagnostic files do not count as the program)."""
-    p = _view(PatchView, r) or PatchView()
+    p = _patch(r)
     paths = set(p.paths) | set(p.after) or set(r.files)
     return paths - set(p.diagnostic)
 
@@ -414,7 +292,7 @@ def with_provenance(records: list[LedgerRecord]) -> list[LedgerRecord]:
     copies: dict[tuple[str, str], tuple[str, str]] = {}
     out = []
     for r in records:
-        sv = _view(ShrinkView, r) if r.kind == "shrink" else None
+        sv = r.event.payload if isinstance(r.event, ShrinkEvent) else None
         if sv is not None and sv.source_sha256 and sv.output and sv.sha256 and sv.script:
             copies[(sv.output, sv.sha256)] = (sv.script, sv.source_sha256)
         extra = {copies[(k, v)][0]: copies[(k, v)][1] for k, v in r.files.items() if (k, v) in copies}
@@ -423,7 +301,7 @@ def with_provenance(records: list[LedgerRecord]) -> list[LedgerRecord]:
     return out
 
 
-def _same_workflow(a: RunView, b: RunView, *, same_args: bool = False) -> bool:
+def _same_workflow(a: RunPayload, b: RunPayload, *, same_args: bool = False) -> bool:
     """Runs of the same script (and, with same_args, the same arguments: a rerun at a smaller learning
     rate does not show that a patch fixed anything)."""
     if not (a.script is None or b.script is None or a.script == b.script):
@@ -441,7 +319,7 @@ class _Quantity(BaseModel):
         return self.metric.badness(v) if self.metric is not None else self.badness_sign * v
 
 
-def _quantity(rv: RunView, metric: MetricSpec | None) -> _Quantity:
+def _quantity(rv: RunPayload, metric: MetricSpec | None) -> _Quantity:
     """The values a run is judged by: the named metric (re-read from the recorded output when the run was
     made before the metric was named), else its loss trajectory (or final loss)."""
     if metric is not None:
@@ -464,9 +342,9 @@ def objective_improves(before: LedgerRecord, after: LedgerRecord) -> tuple[bool,
     improves on a non-finite one only when the later run's own trajectory also improves (the skill's rule:
     an exploding optimisation must now improve, not merely avoid NaN).
     """
-    bv, av = _view(RunView, before), _view(RunView, after)
-    if bv is None or av is None:
+    if not isinstance(before.event, RunEvent) or not isinstance(after.event, RunEvent):
         return False, "a run record does not have the shape of a run_script result", None
+    bv, av = before.event.payload, after.event.payload
     if av.failed():
         return False, f"the rerun (record {after.seq}) failed", None
     q_after = _quantity(av, av.metric)
@@ -530,7 +408,7 @@ def _current_failures(ev: Evidence, *, after_seq: int = -1) -> list[str]:
 def _not_a_pass_reason(c: Check) -> str:
     if not c.full_objective():
         return f"partial evidence ({c.kind_why})"
-    if c.v.all_zero():
+    if all_zero(c.v):
         return "it found a zero objective, zero AD and zero FD (nothing was measured)"
     return ""
 
@@ -552,6 +430,7 @@ def _fixed(ev: Evidence) -> _Out:
         return _Out(missing=[tagged("G008", (
             "a failing FD check (a gradcheck record with ok=true and passed=false): run gradcheck on the program "
             "before patching so the wrong gradient is on record"))])
+    # Every patch record counts, a malformed one too (its `files` then stand for the paths it changed).
     patches = [r for r in ev.records if r.kind == "patch"]
     best: _Out | None = None
     for f in reversed(failing):
@@ -634,8 +513,8 @@ def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
 def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, patched: set[str]) -> _Out:
     """Tracker and workflow-rerun requirements after the fix's last patch."""
     out = _Out()
-    trackers = [(r, v) for r in ev.records if r.kind == "tracker" and r.seq > last_patch.seq
-                and (v := _view(TrackerView, r)) is not None]
+    trackers = [(r, e.payload) for r in ev.records
+                if isinstance(e := r.event, TrackerEvent) and r.seq > last_patch.seq]
     clean = [r for r, v in trackers if v.is_clean()]
     good = [t for t in clean if ev.current(t) and (not patched or patched & set(t.files))]
     if good:
@@ -656,8 +535,8 @@ def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: Ledg
             f"a clean overwrite-tracker run after the patch (record {last_patch.seq}): run the tracker (instrument) "
             "on the patched program")))
 
-    confirmed = [r for r in ev.records if r.kind == "symptom_gone" and r.seq > last_patch.seq
-                 and (sv := _view(SymptomView, r)) is not None and sv.user_confirmed]
+    confirmed = [r for r in ev.records if isinstance(e := r.event, SymptomGoneEvent) and r.seq > last_patch.seq
+                 and e.payload.user_confirmed]
     if confirmed:
         out.evidence["symptom_gone"] = confirmed[-1].seq
         return out
@@ -701,7 +580,7 @@ def _unmodified_check(ev: Evidence, *, need_iterations: bool = True, need_run: b
     originals: dict[str, str | None] = {}
     for r in ev.records:
         if r.kind == "patch":
-            for rel, sha in (_view(PatchView, r) or PatchView()).before.items():
+            for rel, sha in _patch(r).before.items():
                 originals.setdefault(rel, sha)
     now = disk_hashes(ev.workspace, list(originals))
     modified = [rel for rel, sha in originals.items() if now[rel] != sha]

@@ -53,10 +53,9 @@ from .ledger import Ledger
 from .losses import parse_losses
 from .registry import ToolError, tool
 from .run_script import RunError, RunScriptResult, describe_run
+from .signatures import Signature
 from .workspace import rel_path, resolve_path
 
-Signature = Literal["correct", "zero", "nan_inf", "exact_factor", "subtly_wrong", "sparse_subset",
-                    "grows_across_iterations", "truncation", "inconclusive"]
 PrintedRelation = Literal["same", "factor", "different", "not_printed"]
 EPS_POLICY = "central differences along seeded Gaussian directions scaled by the RMS of each parameter lane; " \
              f"step sweep {', '.join(f'{s:g}' for s in fd.STEPS)}; noise band from the sweep"
@@ -106,7 +105,7 @@ class ParamCheck(BaseModel):
 class GradcheckResult(BaseModel):
     ok: bool = Field(description="The check could be made (False: see `reason` and `error`).")
     passed: bool | None = Field(None, description="AD matched FD within the noise band (None when inconclusive).")
-    signature: Signature = "inconclusive"
+    signature: Signature = Signature.INCONCLUSIVE
     factor: float | None = None
     explanation: str = ""
     reason: str = ""
@@ -166,7 +165,7 @@ def _jobs(n: int) -> int:
 def _fail(base: GradcheckResult, reason: str, error: RunError | None = None) -> GradcheckResult:
     base.ok = False
     base.passed = None
-    base.signature = "inconclusive"
+    base.signature = Signature.INCONCLUSIVE
     base.reason = reason
     base.error = error
     return base
@@ -449,7 +448,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     if objective is None or not np.isfinite(objective):
         if objective is not None and res.iteration == 0:
             # Non-finite before any update: the forward itself produces it, whatever the gradient does.
-            res.ok, res.passed, res.signature, res.forward_nonfinite = True, None, "nan_inf", True
+            res.ok, res.passed, res.signature, res.forward_nonfinite = True, None, Signature.NAN_INF, True
             res.explanation = res.reason = (
                 f"the objective is already {objective} at the initial parameters (iteration 0, before any "
                 "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
@@ -500,7 +499,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         if rel_diff > 1e-6:
             res.nondeterministic = True
             return _finish(res, report, fparams, cap, override=(
-                "inconclusive", (f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
+                Signature.INCONCLUSIVE, (f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
                 f"the first run gave {objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is "
                 "meaningless until the noise is pinned (seed every RNG, including wp.rand_init seeds and "
                 "np.random.default_rng(), or average a fixed set of samples)")), t0=t0), None
@@ -524,7 +523,7 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     # The first failing iteration leads: there the parameters are as the user set them, before a bad step
     # could wreck them (a later iteration may be far from anything FD can judge cleanly). When both fail and
     # only one shows a pattern (`subtly_wrong` is the no-pattern class), the pattern leads.
-    if first.passed is False and later.passed is False and first.signature == "subtly_wrong" != later.signature:
+    if first.passed is False and later.passed is False and first.signature == Signature.SUBTLY_WRONG != later.signature:
         lead, other = later, first
     elif first.passed is False or (first.passed is None and later.passed is True):
         lead, other = first, later
@@ -540,7 +539,7 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
         if n not in lead.notes:
             lead.notes.append(n)
     if lead.passed is None and other.passed is True:
-        lead.passed, lead.signature = None, "inconclusive"
+        lead.passed, lead.signature = None, Signature.INCONCLUSIVE
         lead.reason = (f"iteration {other.iteration} matches FD, but iteration {lead.iteration} gave no verdict "
                        f"({lead.reason or lead.signature}); a pass needs both")
         lead.explanation = lead.reason
@@ -583,7 +582,7 @@ def _reported_factor(stdout: str, seeded: list[float], objective_name: str | Non
 
 
 def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], cap: CapturedIteration, *,
-            override: tuple[str, str] | None = None, t0: float) -> GradcheckResult:
+            override: tuple[Signature, str] | None = None, t0: float) -> GradcheckResult:
     import time
 
     grads = [p.grad for p in fparams]
@@ -600,16 +599,16 @@ def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], 
         sig, factor, why = fd.classify(report, grads=grads, backward_calls=cap.backward_calls or 1,
                                        stale=cap.stale_grads)
         res.signature, res.factor, res.explanation = sig, factor, why
-        if sig == "inconclusive":
+        if sig == Signature.INCONCLUSIVE:
             res.passed, res.reason = None, report.reason
-        elif sig == "nan_inf":
+        elif sig == Signature.NAN_INF:
             res.passed = False
         elif report.flat:
             res.passed = True
         elif report.verdict == "sparse":
             res.passed, res.reason = None, report.reason  # valid one-sided slopes at kinks: no verdict either way
         else:
-            res.passed = sig == "correct"
+            res.passed = sig == Signature.CORRECT
     errs = [(abs(c.ad - c.fd), abs(c.ad - c.fd) / max(abs(c.fd), 1e-30)) for c in report.directions]
     if errs:
         res.max_abs_error = max(e[0] for e in errs)
@@ -662,7 +661,7 @@ def check_probe(args: GradcheckArgs, workspace: Path, probe: Path, script: Path 
     res.params = [ParamCheck(name=p.name, shape=p.shape, size=int(np.prod(p.shape)) if p.shape else 1,
                              ad_norm=p.ad_norm, nonfinite=p.nonfinite) for p in pr.params]
     if pr.nondeterministic:
-        res.ok, res.signature, res.passed = True, "inconclusive", None
+        res.ok, res.signature, res.passed = True, Signature.INCONCLUSIVE, None
         res.reason = (f"loss() is not deterministic: {pr.base_objective!r}, then {pr.rerun_objective!r}, then "
                       f"{pr.after_grad_objective!r} after grad(). The probe must rebuild its state on every call and "
                       "pin every random seed; FD of a noisy objective is meaningless")

@@ -18,6 +18,7 @@ from .gradcheck import GradcheckArgs, check
 from .ledger import Ledger
 from .registry import ToolError, tool
 from .shrink import find_knobs, rewrite_values
+from .signatures import Signature
 from .workspace import rel_path, resolve_path
 
 HORIZON_CATEGORIES = ("steps", "frames", "substeps")
@@ -40,7 +41,7 @@ class BisectArgs(BaseModel):
 class HorizonCheck(BaseModel):
     horizon: int
     passed: bool | None
-    signature: str
+    signature: Signature
     max_rel_error: float | None = None
 
 

@@ -44,9 +44,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
+from pydantic_core import to_jsonable_python
 
 from .keys import KEY_DIR_ENV, key_dir  # noqa: F401 - re-exported for callers
+from .records import Event, FinishEvent, GradcheckEvent, InvalidEvent, read_event
 from .registry import ToolError
 
 STATE_DIR = ".warpgrad"
@@ -148,21 +150,18 @@ def changed_files(workspace: Path, files: dict[str, str]) -> list[str]:
     return [rel for rel, sha in files.items() if now[rel] != sha]
 
 
-def _jsonable(obj: Any) -> Any:
-    """Plain JSON types from pydantic models, paths, numpy scalars and arrays, tuples and sets."""
-    if isinstance(obj, BaseModel):
-        return _jsonable(obj.model_dump())
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    if isinstance(obj, Path):
-        return obj.as_posix()
-    if hasattr(obj, "tolist"):  # numpy scalars and arrays, without importing numpy here
-        return _jsonable(obj.tolist())
+def _unknown_to_json(obj: Any) -> Any:
+    """What pydantic cannot serialise on its own: numpy scalars and arrays (without importing numpy here)
+    become their values, anything else its text."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
     return str(obj)
+
+
+def payload_json(payload: BaseModel | dict[str, Any]) -> str:
+    """The canonical JSON of a payload: models by their fields (NaN and inf kept), paths as POSIX text,
+    tuples and sets as lists, numpy values as numbers and lists."""
+    return canonical_json(to_jsonable_python(payload, by_alias=False, fallback=_unknown_to_json))
 
 
 def canonical_json(obj: Any) -> str:
@@ -185,6 +184,16 @@ class LedgerRecord(BaseModel):
     hash: str = Field(description="sha256 of the canonical JSON of this record without `hash`, `sig`, `key_id`.")
     sig: str | None = Field(None, description="HMAC-SHA256 of `hash` under the user's key (None: unsigned).")
     key_id: str | None = Field(None, description="Fingerprint of the key that signed it.")
+    _event: Event | InvalidEvent = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Validated as its kind once, when read (or made): an InvalidEvent stays in the ledger, proving nothing.
+        self._event = read_event(self.kind, self.payload)
+
+    @property
+    def event(self) -> Event | InvalidEvent:
+        """The record as its typed kind (`warpgrad.tools.records`); the stored payload is never rewritten."""
+        return self._event
 
     def compute_hash(self) -> str:
         body = self.model_dump(exclude=_UNSIGNED_FIELDS)
@@ -342,7 +351,7 @@ class Ledger:
         Raises:
             LedgerCorrupt: The ledger failed verification; appending would bury the damage.
         """
-        body = json.loads(canonical_json(_jsonable(payload)))  # exactly what a reader will see
+        body = json.loads(payload_json(payload))  # exactly what a reader will see
         if not isinstance(body, dict):
             raise TypeError("a ledger payload must be a mapping or a pydantic model")
         if files is None:
@@ -403,18 +412,20 @@ class Ledger:
         kinds: dict[str, int] = {}
         for r in records:
             kinds[r.kind] = kinds.get(r.kind, 0) + 1
-        last_check = next((r for r in reversed(records) if r.kind == "gradcheck"), None)
-        last_finish = next((r for r in reversed(records) if r.kind == "finish"), None)
+        last_finish = next((e for r in reversed(records) if isinstance(e := r.event, FinishEvent)), None)
         return {
             "records": len(records),
             "verified": check.ok,
             "problems": check.problems,
             "kinds": kinds,
-            "last_gradcheck": None if last_check is None else {
-                "seq": last_check.seq, "passed": last_check.payload.get("passed"),
-                "signature": last_check.payload.get("signature"),
-                "max_rel_error": last_check.payload.get("max_rel_error"),
-                "stale_files": changed_files(self.workspace, last_check.files),
-            },
-            "finished": None if last_finish is None else last_finish.payload.get("outcome"),
+            "last_gradcheck": self._last_check(records),
+            "finished": None if last_finish is None else last_finish.payload.outcome,
         }
+
+    def _last_check(self, records: list[LedgerRecord]) -> dict[str, Any] | None:
+        for r in reversed(records):
+            if isinstance(e := r.event, GradcheckEvent):
+                return {"seq": r.seq, "passed": e.payload.passed, "signature": e.payload.signature,
+                        "max_rel_error": e.payload.max_rel_error,
+                        "stale_files": changed_files(self.workspace, r.files)}
+        return None

@@ -11,10 +11,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from .gate import Comparison
 from .ledger import Ledger, LedgerRecord
+from .records import (
+    Comparison,
+    FileEvent,
+    FinishEvent,
+    FinishPayload,
+    GradcheckEvent,
+    GradcheckPayload,
+    PatchEvent,
+    RunEvent,
+    ShrinkEvent,
+    SymptomGoneEvent,
+    UndoEvent,
+)
 
 _FINDING_KEYS = ("warnings", "findings", "hypotheses", "issues", "divergences", "suspects")
 _TEXT_KEYS = ("summary", "conclusion", "message", "verdict", "first_divergence", "localization")
@@ -60,17 +72,6 @@ class FileEntry(BaseModel):
     path: str
     purpose: str = ""
     sha256: str | None = None
-
-
-class FinishView(BaseModel):
-    """The finish record's payload, as the report reads it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    outcome: str | None = None
-    summary: str | None = None
-    evidence: dict[str, int] = Field(default_factory=dict)
-    comparison: Comparison | None = None
 
 
 class Report(BaseModel):
@@ -155,10 +156,7 @@ def build_report(workspace: Path) -> Report:
     finish = next((r for r in reversed(records) if r.kind == "finish"), None)
     roles: dict[int, str] = {}
     if finish is not None:
-        try:
-            fv = FinishView.model_validate(finish.payload)
-        except ValidationError:
-            fv = FinishView()
+        fv = finish.event.payload if isinstance(finish.event, FinishEvent) else FinishPayload()
         rep.outcome = fv.outcome
         rep.finish_seq = finish.seq
         rep.root_cause = fv.summary
@@ -169,42 +167,54 @@ def build_report(workspace: Path) -> Report:
                           ("baseline_run", "baseline"), ("variant_run", "variant"), ("failed_run", "failed")):
             if isinstance(ev.get(key), int):
                 roles[ev[key]] = role
-    undone = {r.payload.get("backup_op") for r in records if r.kind == "undo"}
+    undone = {e.payload.backup_op for r in records if isinstance(e := r.event, UndoEvent)}
     for r in records:
         _collect_refs(r.payload, rep.references)
-        if r.kind == "gradcheck":
-            _add_check(rep, r, roles)
-        elif r.kind == "patch":
-            rep.patches.append(PatchEntry(seq=r.seq, paths=list(r.payload.get("paths") or r.files),
-                                          diff=str(r.payload.get("diff") or ""), reason=str(r.payload.get("reason") or ""),
-                                          undone=r.payload.get("backup_op") in undone))
-        elif r.kind == "run":
-            fields = {k: r.payload[k] for k in ("script", "args", "changed", "final_loss", "loss_trajectory",
-                                                 "returncode", "ok", "wall_s", "error") if _shown(r.payload.get(k))}
-            rep.runs.append(RunEntry(seq=r.seq, role=roles.get(r.seq, ""), fields=fields))
-        elif r.kind in ("file", "shrink"):
-            path = r.payload.get("path") or r.payload.get("output")
-            if path and path not in [f.path for f in rep.diagnostic_files]:
-                purpose = r.payload.get("purpose") or (
-                    f"shrunk copy of {r.payload.get('script')}" if r.kind == "shrink" else "")
-                rep.diagnostic_files.append(FileEntry(seq=r.seq, path=path, purpose=purpose,
-                                                      sha256=r.payload.get("sha256")))
-        elif r.kind == "symptom_gone":
-            fields = {k: r.payload[k] for k in ("statement", "user_confirmed") if r.payload.get(k) is not None}
-            rep.runs.append(RunEntry(seq=r.seq, role="user statement", fields=fields))
-        elif r.kind not in ("finish", "undo"):
-            _add_finding(rep, r)
+        _add_record(rep, r, roles, undone)
     return rep
 
 
-def _add_check(rep: Report, r: LedgerRecord, roles: dict[int, str]) -> None:
-    p = r.payload
-    fields = {k: p[k] for k in _CHECK_FIELDS if _shown(p.get(k))}
-    params = [{k: q[k] for k in _PARAM_FIELDS if k in q} for q in p.get("params") or [] if isinstance(q, dict)]
-    rep.checks.append(CheckEntry(seq=r.seq, role=roles.get(r.seq, "check"), passed=p.get("passed"),
-                                 harness_id=p.get("harness_id"), fields=fields, params=params))
-    if p.get("ok") and p.get("passed") is True:
-        rep.clean.append(f"FD check (record {r.seq}): passed, signature {p.get('signature') or 'not given'}")
+def _add_record(rep: Report, r: LedgerRecord, roles: dict[int, str], undone: set[str | None]) -> None:
+    """One record's part of the report. The numbers shown (`fields`) are copied from the stored payload as
+    it is, never through a model, so they read exactly as the ledger has them."""
+    e = r.event
+    if isinstance(e, GradcheckEvent):
+        _add_check(rep, r, e.payload, roles)
+    elif isinstance(e, PatchEvent):
+        p = e.payload
+        rep.patches.append(PatchEntry(seq=r.seq, paths=list(p.paths or r.files), diff=p.diff or "",
+                                      reason=p.reason or "", undone=p.backup_op in undone))
+    elif isinstance(e, RunEvent):
+        fields = {k: r.payload[k] for k in ("script", "args", "changed", "final_loss", "loss_trajectory",
+                                             "returncode", "ok", "wall_s", "error") if _shown(r.payload.get(k))}
+        rep.runs.append(RunEntry(seq=r.seq, role=roles.get(r.seq, ""), fields=fields))
+    elif isinstance(e, FileEvent | ShrinkEvent):
+        _add_diagnostic_file(rep, r.seq, e)
+    elif isinstance(e, SymptomGoneEvent):
+        said = e.payload.model_dump(include={"statement", "user_confirmed"}, exclude_unset=True)
+        rep.runs.append(RunEntry(seq=r.seq, role="user statement",
+                                 fields={k: v for k, v in said.items() if v is not None}))
+    elif not isinstance(e, FinishEvent | UndoEvent):
+        _add_finding(rep, r)
+
+
+def _add_diagnostic_file(rep: Report, seq: int, e: FileEvent | ShrinkEvent) -> None:
+    if isinstance(e, FileEvent):
+        path, purpose = e.payload.path, e.payload.purpose or ""
+    else:
+        path, purpose = e.payload.output, f"shrunk copy of {e.payload.script}"
+    if path and path not in [f.path for f in rep.diagnostic_files]:
+        rep.diagnostic_files.append(FileEntry(seq=seq, path=path, purpose=purpose, sha256=e.payload.sha256))
+
+
+def _add_check(rep: Report, r: LedgerRecord, p: GradcheckPayload, roles: dict[int, str]) -> None:
+    raw = r.payload
+    fields = {k: raw[k] for k in _CHECK_FIELDS if _shown(raw.get(k))}
+    params = [{k: q[k] for k in _PARAM_FIELDS if k in q} for q in raw.get("params") or [] if isinstance(q, dict)]
+    rep.checks.append(CheckEntry(seq=r.seq, role=roles.get(r.seq, "check"), passed=p.passed,
+                                 harness_id=p.harness_id, fields=fields, params=params))
+    if p.ok and p.passed is True:
+        rep.clean.append(f"FD check (record {r.seq}): passed, signature {p.signature or 'not given'}")
 
 
 def _add_finding(rep: Report, r: LedgerRecord) -> None:
@@ -289,8 +299,8 @@ def render_markdown(rep: Report) -> str:
         out += ["## Checked and clean", ""] + [f"- {s}" for s in rep.clean] + [""]
     if rep.diagnostic_files:
         out += ["## Diagnostic scripts kept in the workspace", ""]
-        for f in rep.diagnostic_files:
-            out.append(f"- `{f.path}`" + (f": {f.purpose}" if f.purpose else "") + f" (record {f.seq})")
+        for df in rep.diagnostic_files:
+            out.append(f"- `{df.path}`" + (f": {df.purpose}" if df.purpose else "") + f" (record {df.seq})")
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 

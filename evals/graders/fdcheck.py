@@ -11,6 +11,12 @@ The probe runs in a child process (user code never runs in the caller's process)
     python evals/graders/fdcheck.py ... --overlay evals/graders/CASE/fixed   # check the reference fix
 
 The last stdout line of the child is one JSON object (see ``check``).
+
+Deliberately independent of warpgrad: it imports nothing from the package (not ``warpgrad.tools.fd``,
+not the ``Signature`` enum) and spells the signature names as the plain strings of the wire format.
+It grades the product, so it must not share the product's code: a bug in the FD engine, its step
+choice or its classification would otherwise pass its own grading. A second, separately written
+checker (``fdcheck_b.py``) guards against a shared mistake between this one and the engine.
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ per-element central difference (2 loss calls per scalar) for cases whose signatu
 Usage::
 
     python evals/graders/fdcheck_b.py case ballistic_sensor_fit [--fixed] [--elements] [--probe probe_seeded.py]
+
+Deliberately independent of warpgrad and of ``fdcheck.py``: it imports nothing from the package (not
+``warpgrad.tools.fd``, not the ``Signature`` enum; signature names are the wire-format strings) and
+shares no code with the other grader. It grades the product, so reusing the product's FD engine or
+classification would let a bug in them pass its own grading; being a single file also lets a grader
+run it with nothing but a path.
 """
 
 from __future__ import annotations

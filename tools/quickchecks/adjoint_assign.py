@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .source import Project, SourceModule
 
@@ -47,7 +48,7 @@ class AdjointAssign(Rule):
     message = "custom adjoint assigns to wp.adjoint[...] instead of accumulating with +="
     reference = "references/custom-gradients.md §2"
     docs_section = "Differentiability: Custom Gradient Functions"
-    signatures = ("subtly_wrong", "zero")
+    signatures = (Signature.SUBTLY_WRONG, Signature.ZERO)
     severity = "error"
     confidence = "high"
 

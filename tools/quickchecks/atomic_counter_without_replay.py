@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .kernel_body import differentiable_kernels
 from .source import Project, SourceModule
@@ -60,7 +61,7 @@ class AtomicCounterWithoutReplay(Rule):
     message = "atomic counter whose result is used, without a replay function"
     reference = "references/custom-gradients.md §3"
     docs_section = "Differentiability: Custom Gradient Functions (func_replay)"
-    signatures = ("subtly_wrong", "sparse_subset")
+    signatures = (Signature.SUBTLY_WRONG, Signature.SPARSE_SUBSET)
     severity = "error"
     confidence = "high"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .kernel_body import writes_floats as _writes_floats
 from .source import Project, SourceModule, is_const, kwarg
@@ -53,7 +54,7 @@ class BackwardDisabled(Rule):
     message = "backward is disabled for code that runs on a tape"
     reference = "references/quick-checks.md §3"
     docs_section = "Differentiability: Limitations and Workarounds; Module Options"
-    signatures = ("zero", "subtly_wrong")
+    signatures = (Signature.ZERO, Signature.SUBTLY_WRONG)
     severity = "error"
     confidence = "high"
 

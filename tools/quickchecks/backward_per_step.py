@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .loops import backward_calls, enclosing_loop
 from .source import Project, SourceModule, array_key, base_key, names_in
@@ -65,7 +66,7 @@ class BackwardPerStep(Rule):
     message = "backward inside a per-step loop with state carried between tapes (gradient truncation)"
     reference = "references/quick-checks.md §8"
     docs_section = "FAQ: Differentiation and Interoperability"
-    signatures = ("truncation",)
+    signatures = (Signature.TRUNCATION,)
     severity = "warning"
     confidence = "medium"
 

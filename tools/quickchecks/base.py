@@ -14,18 +14,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
+from ..signatures import Signature
+
 if TYPE_CHECKING:
     from .source import Project, SourceModule
 
-Signature = Literal[
-    "zero",
-    "nan_inf",
-    "exact_factor",
-    "subtly_wrong",
-    "sparse_subset",
-    "grows_across_iterations",
-    "truncation",
-]
 Severity = Literal["error", "warning", "info"]
 Confidence = Literal["high", "medium", "low"]
 
@@ -72,7 +65,7 @@ class Finding(BaseModel):
     col: int = Field(description="0-based column of the flagged code.")
     message: str = Field(description="What was found, why it can break gradients, and what to check next.")
     reference: str = Field(description="The references/*.md section that documents the pattern.")
-    signatures: list[str] = Field(description="FD signatures this pattern produces (ranks the finding).")
+    signatures: list[Signature] = Field(description="FD signatures this pattern produces (ranks the finding).")
     severity: Severity = Field(
         description="error: breaks gradients whenever reached; warning: can; info: smell."
     )
@@ -93,7 +86,7 @@ class Rule:
     reference: ClassVar[str]
     docs_section: ClassVar[str]
     """Name of the section in Warp's documentation that covers the pattern."""
-    signatures: ClassVar[tuple[str, ...]]
+    signatures: ClassVar[tuple[Signature, ...]]
     severity: ClassVar[Severity] = "warning"
     confidence: ClassVar[Confidence] = "medium"
 

@@ -6,6 +6,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .kernel_body import differentiable_kernels
 from .source import KernelInfo, Project, SourceModule, names_in
@@ -52,7 +53,7 @@ class ComponentReassign(Rule):
     message = "vector/matrix component assigned more than once"
     reference = "references/quick-checks.md §6a"
     docs_section = "Differentiability: Limitations and Workarounds"
-    signatures = ("subtly_wrong",)
+    signatures = (Signature.SUBTLY_WRONG,)
     severity = "error"
     confidence = "high"
 

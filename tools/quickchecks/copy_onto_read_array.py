@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .host_trace import project_trace
 from .source import Project, SourceModule
@@ -51,7 +52,7 @@ class CopyOntoReadArray(Rule):
     message = "copy onto an array the tape already read"
     reference = "references/quick-checks.md §1"
     docs_section = "Differentiability: Array Overwrites"
-    signatures = ("subtly_wrong",)
+    signatures = (Signature.SUBTLY_WRONG,)
     severity = "error"
     confidence = "high"
 

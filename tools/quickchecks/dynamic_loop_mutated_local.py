@@ -6,6 +6,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .kernel_body import (
     body_nodes,
@@ -73,7 +74,7 @@ class DynamicLoopMutatedLocal(Rule):
     message = "local mutated inside a dynamic loop (not replayed in backward)"
     reference = "references/quick-checks.md §6b"
     docs_section = "Differentiability: Dynamic Loops"
-    signatures = ("subtly_wrong", "nan_inf")
+    signatures = (Signature.SUBTLY_WRONG, Signature.NAN_INF)
     severity = "error"
     confidence = "high"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .source import Project, SourceModule, array_key, kwarg
 
@@ -53,7 +54,7 @@ class GradReadBeforeBackward(Rule):
     message = ".grad read before backward filled it (or after tape.zero())"
     reference = "references/quick-checks.md §4"
     docs_section = "Differentiability: Tape"
-    signatures = ("zero", "subtly_wrong")
+    signatures = (Signature.ZERO, Signature.SUBTLY_WRONG)
     severity = "error"
     confidence = "medium"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .kernel_body import (
     body_nodes,
@@ -61,7 +62,7 @@ class InplaceMulDiv(Rule):
     message = "non-differentiable in-place operator on an array element or vector component"
     reference = "references/quick-checks.md §5"
     docs_section = "Differentiability: In-Place Math Operations"
-    signatures = ("subtly_wrong",)
+    signatures = (Signature.SUBTLY_WRONG,)
     severity = "error"
     confidence = "high"
 

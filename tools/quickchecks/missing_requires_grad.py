@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .arrays import project_arrays
 from .base import Finding, Rule, register
 from .source import Project, SourceModule, dotted, kwarg
@@ -54,7 +55,7 @@ class MissingRequiresGrad(Rule):
     message = "array without requires_grad=True on the taped gradient path"
     reference = "references/quick-checks.md §2"
     docs_section = "Differentiability"
-    signatures = ("zero",)
+    signatures = (Signature.ZERO,)
     severity = "error"
     confidence = "high"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .loops import backward_calls, caller_loop, per_iteration_nodes
 from .source import ALLOCATORS, Project, SourceModule, array_key, is_const, kwarg
@@ -62,7 +63,7 @@ class MissingTapeZero(Rule):
     message = "gradients are never cleared between training iterations"
     reference = "references/quick-checks.md §4"
     docs_section = "Differentiability: Tape.zero / Tape.reset"
-    signatures = ("grows_across_iterations",)
+    signatures = (Signature.GROWS_ACROSS_ITERATIONS,)
     severity = "error"
     confidence = "high"
 

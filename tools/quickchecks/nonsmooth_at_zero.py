@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Confidence, Finding, Rule, register
 from .kernel_body import (
     body_nodes,
@@ -66,7 +67,7 @@ class NonsmoothAtZero(Rule):
     message = "non-differentiable point at zero (sqrt/root or division by a norm) without a guard"
     reference = "references/quick-checks.md §9a"
     docs_section = "Differentiability: Custom Gradient Functions"
-    signatures = ("nan_inf", "sparse_subset")
+    signatures = (Signature.NAN_INF, Signature.SPARSE_SUBSET)
     severity = "warning"
     confidence = "medium"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .kernel_body import (
     body_nodes,
@@ -65,7 +66,7 @@ class PiecewiseConstant(Rule):
     message = "piecewise-constant operation on the gradient path (zero derivative)"
     reference = "references/quick-checks.md §9c"
     docs_section = "Differentiability: Custom Gradient Functions"
-    signatures = ("zero",)
+    signatures = (Signature.ZERO,)
     severity = "info"
     confidence = "medium"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .host_trace import project_trace
 from .source import Project, SourceModule, array_key, is_const, kwarg
@@ -56,7 +57,7 @@ class PingPongRebinding(Rule):
     message = "buffer rebinding inside a taped loop reuses buffers the tape still needs"
     reference = "references/quick-checks.md §1"
     docs_section = "Differentiability: Array Overwrites"
-    signatures = ("subtly_wrong",)
+    signatures = (Signature.SUBTLY_WRONG,)
     severity = "error"
     confidence = "high"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .arrays import project_arrays, scope_of
 from .base import Finding, Rule, register
 from .source import Project, SourceModule, array_key, base_key, kwarg
@@ -50,7 +51,7 @@ class PtrAlias(Rule):
     message = "a ptr= alias of an array used on a tape"
     reference = "references/quick-checks.md §1"
     docs_section = "Differentiability: Array Overwrites"
-    signatures = ("subtly_wrong", "zero")
+    signatures = (Signature.SUBTLY_WRONG, Signature.ZERO)
     severity = "warning"
     confidence = "medium"
 

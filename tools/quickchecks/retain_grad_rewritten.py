@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .arrays import project_arrays
 from .base import Finding, Rule, register
 from .host_trace import project_trace
@@ -51,7 +52,7 @@ class RetainGradRewritten(Rule):
     message = "retain_grad=True on an array the tape writes more than once"
     reference = "references/quick-checks.md §7"
     docs_section = "Differentiability: Array Overwrites (retain_grad)"
-    signatures = ("exact_factor",)
+    signatures = (Signature.EXACT_FACTOR,)
     severity = "error"
     confidence = "high"
 

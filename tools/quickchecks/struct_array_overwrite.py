@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .host_trace import project_trace
 from .source import Project, SourceModule
@@ -52,7 +53,7 @@ class StructArrayOverwrite(Rule):
     message = "an array held in a wp.struct is overwritten after the tape read it (invisible to the tracker)"
     reference = "references/quick-checks.md §1"
     docs_section = "Differentiability: Array Overwrite Tracking"
-    signatures = ("subtly_wrong",)
+    signatures = (Signature.SUBTLY_WRONG,)
     severity = "error"
     confidence = "high"
 

@@ -6,6 +6,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .loops import backward_calls
 from .source import Project, SourceModule, array_key, kwarg
@@ -50,7 +51,7 @@ class SumSeedForMeanObjective(Rule):
     message = "backward seeded with ones while the reported objective is a mean"
     reference = "references/quick-checks.md §7"
     docs_section = "Differentiability: Tape.backward"
-    signatures = ("exact_factor",)
+    signatures = (Signature.EXACT_FACTOR,)
     severity = "warning"
     confidence = "medium"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..signatures import Signature
 from .base import Finding, Rule, register
 from .kernel_body import body_nodes, differentiable_kernels
 from .source import Project, SourceModule
@@ -53,7 +54,7 @@ class WhereOverflow(Rule):
     message = "wp.where evaluates an overflow-prone branch (a select, not a branch)"
     reference = "references/quick-checks.md §9b"
     docs_section = "Built-ins: where"
-    signatures = ("nan_inf",)
+    signatures = (Signature.NAN_INF,)
     severity = "warning"
     confidence = "medium"
 

@@ -173,10 +173,63 @@ class FDEngine:
         return fd, ad, rb, mag
 
     def check(self, per_param: bool = True, elements: int = 0) -> FDReport:
+        """The whole check: a step sweep along one direction picks the step and the noise band, then every
+        direction is compared at that step; on a disagreement, per-parameter and per-element follow-ups.
+
+        Each early return is an inconclusive (or flat, or sparse) verdict that the sweep alone decides."""
         dirs = directions(self.params, self.n_directions, self.seed)
         d0 = dirs[0]
-        batch = [x for t in self.steps for x in _pair(d0, t)]
-        evs = self._run(batch)
+        swept = self._sweep(d0)
+        if isinstance(swept, FDReport):
+            return swept
+        sweep = swept
+        verdict = self._judge_sweep(sweep)
+        if verdict is not None:
+            return verdict
+        # The truncation error is estimated only between two steps that both resolve the objective.
+        diffs = [(abs(a.fd - b.fd), i) for i, (a, b) in enumerate(itertools.pairwise(sweep)) if _resolvable(a) and _resolvable(b)]
+        if not diffs:
+            return FDReport(
+                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
+                reason=("only one step resolves the objective above its float rounding, so the FD error cannot be "
+                        "estimated; the objective is barely sensitive to the parameters here (or is float32 with a "
+                        "large magnitude): check a later iteration, or compute the loss in float64"),
+            )
+        d_min, i_min = min(diffs)
+        best = sweep[i_min]
+        scale = max(abs(best.fd), abs(best.ad), 1e-300)
+        if d_min > 0.05 * scale + 3 * max(sweep[i_min].rounding_band, sweep[i_min + 1].rounding_band):
+            return self._non_smooth(sweep)
+        t = self._step = best.step
+        # Truncation error relative to the size of the terms, not to their sum: a direction along which the
+        # terms cancel has a small FD·v but no smaller an error.
+        trunc_rel = d_min / max(abs(best.fd), best.magnitude, 1e-300)
+        band0 = d_min + best.rounding_band
+        checks = self._directions_at(dirs, t, trunc_rel, self._direction_check(0, "all", best.fd, best.ad, band0,
+                                                                               best.magnitude))
+        if isinstance(checks, str):
+            return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {checks}", sweep=sweep,
+                            evaluations=self.evaluations)
+        checks = self._confirm(dirs, checks, t)
+        lanes = self._hidden_lanes(d0, t, trunc_rel, best.magnitude, band0) if all(c.agree for c in checks) else []
+        report = FDReport(verdict="agree" if all(c.agree for c in checks + lanes) else "disagree", step=t,
+                          noise_band=band0, sweep=sweep, directions=checks, per_param=lanes, trunc_rel=trunc_rel)
+        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
+        if ratios:
+            mean = float(np.mean(ratios))
+            report.ratio_mean = mean
+            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+        if report.verdict == "disagree" and per_param and len(self.params) > 1:
+            report.per_param = self._per_param(d0, t, trunc_rel)
+        if report.verdict == "disagree" and elements > 0:
+            report.elements = self._elements(t, trunc_rel, elements, report.per_param)
+        report.evaluations = self.evaluations
+        return report
+
+    def _sweep(self, d0: dict[str, np.ndarray]) -> list[SweepPoint] | FDReport:
+        """FD and AD along `d0` at every step of the sweep (largest first), widened by up to two larger steps
+        when fewer than two resolve the objective; an FDReport when the sweep itself fails."""
+        evs = self._run([x for t in self.steps for x in _pair(d0, t)])
         err = _first_error(evs)
         if err:
             return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {err}", evaluations=self.evaluations)
@@ -187,15 +240,9 @@ class FDEngine:
         if not all(np.isfinite(s.fd) for s in sweep):
             return FDReport(verdict="inconclusive", reason="the objective is not finite near the parameters",
                             sweep=sweep, evaluations=self.evaluations)
-        all_zero_ad = all(not np.any(p.grad) for p in self.params)
         moved = [s.fd != 0.0 for s in sweep]
-        if all_zero_ad and not any(moved[1:]):
-            # AD says exactly zero and the objective did not move at the small steps: locally flat.
-            reason = "AD gradient is exactly zero and the objective is locally constant (FD exactly 0 at small steps)"
-            if moved[0]:
-                reason += "; it jumps at the largest step: a piecewise-constant forward, where zero is the true gradient"
-            return FDReport(verdict="agree", reason=reason, sweep=sweep, flat=True, step=self.steps[-1], noise_band=0.0,
-                            evaluations=self.evaluations)
+        if self._locally_flat(moved):
+            return sweep  # judged flat by _judge_sweep; larger steps would not change that
         resolvable = [s for s in sweep if _resolvable(s)]
         if len(resolvable) < 2 and self.steps[0] < 1.0 and any(moved):
             # Fewer than two steps rise above the objective's rounding (parameters that sit near zero get a
@@ -208,9 +255,23 @@ class FDEngine:
                     if np.isfinite(fd):
                         sweep.insert(0, SweepPoint(step=t, fd=fd, ad=ad, rounding_band=rb, magnitude=mag))
                 sweep.sort(key=lambda s: -s.step)
-                moved = [s.fd != 0.0 for s in sweep]
-                resolvable = [s for s in sweep if _resolvable(s)]
-        if not resolvable:
+        return sweep
+
+    def _locally_flat(self, moved: list[bool]) -> bool:
+        """AD says exactly zero and the objective did not move at the small steps."""
+        return all(not np.any(p.grad) for p in self.params) and not any(moved[1:])
+
+    def _judge_sweep(self, sweep: list[SweepPoint]) -> FDReport | None:
+        """The verdicts the sweep alone decides (flat, unresolvable, unreached, piecewise constant); None when
+        the sweep resolves the objective well enough to compare directions."""
+        moved = [s.fd != 0.0 for s in sweep]
+        if self._locally_flat(moved):
+            reason = "AD gradient is exactly zero and the objective is locally constant (FD exactly 0 at small steps)"
+            if moved[0]:
+                reason += "; it jumps at the largest step: a piecewise-constant forward, where zero is the true gradient"
+            return FDReport(verdict="agree", reason=reason, sweep=sweep, flat=True, step=self.steps[-1], noise_band=0.0,
+                            evaluations=self.evaluations)
+        if not any(_resolvable(s) for s in sweep):
             return FDReport(
                 verdict="inconclusive", sweep=sweep, evaluations=self.evaluations, unresolvable=True,
                 reason=(f"FD cannot resolve this objective: at every step the float rounding of the objective "
@@ -235,66 +296,42 @@ class FDEngine:
                         "float resolution; FD cannot judge the gradient here, and a surrogate gradient (straight-through) "
                         "looks exactly like this"),
             )
-        # The truncation error is estimated only between two steps that both resolve the objective.
-        diffs = [(abs(a.fd - b.fd), i) for i, (a, b) in enumerate(itertools.pairwise(sweep)) if _resolvable(a) and _resolvable(b)]
-        if not diffs:
+        return None
+
+    def _non_smooth(self, sweep: list[SweepPoint]) -> FDReport:
+        """The FD estimate keeps changing with the step: sparse (element-wise AD matches except at kinks) or
+        inconclusive."""
+        sparse = self._sparse_at_kinks(sweep[-2].step) if self._size() <= SPARSE_ZOOM_MAX else []
+        if sparse and sum(not e.agree for e in sparse) <= 0.25 * len(sparse) and any(not e.agree for e in sparse):
+            bad = [e for e in sparse if not e.agree]
             return FDReport(
-                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
-                reason=("only one step resolves the objective above its float rounding, so the FD error cannot be "
-                        "estimated; the objective is barely sensitive to the parameters here (or is float32 with a "
-                        "large magnitude): check a later iteration, or compute the loss in float64"),
+                verdict="sparse", sweep=sweep, elements=sparse, evaluations=self.evaluations, step=sweep[-2].step,
+                reason=(f"the objective is non-smooth along a random direction, but element by element AD matches "
+                        f"FD on {len(sparse) - len(bad)} of {len(sparse)} entries; the rest "
+                        f"({', '.join(f'{e.param}{e.index}' for e in bad[:8])}) sit at kinks (contacts, min/max, "
+                        "where), where FD cannot choose between valid one-sided slopes"),
             )
-        d_min, i_min = min(diffs)
-        best = sweep[i_min]
-        scale = max(abs(best.fd), abs(best.ad), 1e-300)
-        if d_min > 0.05 * scale + 3 * max(sweep[i_min].rounding_band, sweep[i_min + 1].rounding_band):
-            sparse = self._sparse_at_kinks(sweep[-2].step) if self._size() <= SPARSE_ZOOM_MAX else []
-            if sparse and sum(not e.agree for e in sparse) <= 0.25 * len(sparse) and any(not e.agree for e in sparse):
-                bad = [e for e in sparse if not e.agree]
-                return FDReport(
-                    verdict="sparse", sweep=sweep, elements=sparse, evaluations=self.evaluations, step=sweep[-2].step,
-                    reason=(f"the objective is non-smooth along a random direction, but element by element AD matches "
-                            f"FD on {len(sparse) - len(bad)} of {len(sparse)} entries; the rest "
-                            f"({', '.join(f'{e.param}{e.index}' for e in bad[:8])}) sit at kinks (contacts, min/max, "
-                            "where), where FD cannot choose between valid one-sided slopes"),
-                )
-            return FDReport(
-                verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
-                reason=("the FD estimate keeps changing with the step beyond the noise band "
-                        f"({', '.join(f'{s.step:g}: {s.fd:.4g}' for s in sweep)}): a non-smooth (piecewise-constant, "
-                        "kinked) or chaotic objective; FD cannot judge the gradient here"),
-            )
-        t = self._step = best.step
-        # Truncation error relative to the size of the terms, not to their sum: a direction along which the
-        # terms cancel has a small FD·v but no smaller an error.
-        trunc_rel = d_min / max(abs(best.fd), best.magnitude, 1e-300)
-        band0 = d_min + best.rounding_band
-        checks = [self._direction_check(0, "all", best.fd, best.ad, band0, best.magnitude)]
+        return FDReport(
+            verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
+            reason=("the FD estimate keeps changing with the step beyond the noise band "
+                    f"({', '.join(f'{s.step:g}: {s.fd:.4g}' for s in sweep)}): a non-smooth (piecewise-constant, "
+                    "kinked) or chaotic objective; FD cannot judge the gradient here"),
+        )
+
+    def _directions_at(self, dirs: list[dict[str, np.ndarray]], t: float, trunc_rel: float,
+                       first: DirectionCheck) -> list[DirectionCheck] | str:
+        """Compare AD and FD along every other direction at the chosen step (the first is the sweep's own);
+        the first evaluation error's message when one fails."""
+        checks = [first]
         if len(dirs) > 1:
-            batch = [x for d in dirs[1:] for x in _pair(d, t)]
-            evs = self._run(batch)
+            evs = self._run([x for d in dirs[1:] for x in _pair(d, t)])
             err = _first_error(evs)
             if err:
-                return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {err}", sweep=sweep,
-                                evaluations=self.evaluations)
+                return err
             for k, d in enumerate(dirs[1:], start=1):
                 fd, ad, rb, mag = self._point(d, t, evs[2 * k - 2], evs[2 * k - 1])
                 checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
-        checks = self._confirm(dirs, checks, t)
-        lanes = self._hidden_lanes(d0, t, trunc_rel, best.magnitude, band0) if all(c.agree for c in checks) else []
-        report = FDReport(verdict="agree" if all(c.agree for c in checks + lanes) else "disagree", step=t,
-                          noise_band=band0, sweep=sweep, directions=checks, per_param=lanes, trunc_rel=trunc_rel)
-        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
-        if ratios:
-            mean = float(np.mean(ratios))
-            report.ratio_mean = mean
-            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
-        if report.verdict == "disagree" and per_param and len(self.params) > 1:
-            report.per_param = self._per_param(d0, t, trunc_rel)
-        if report.verdict == "disagree" and elements > 0:
-            report.elements = self._elements(t, trunc_rel, elements, report.per_param)
-        report.evaluations = self.evaluations
-        return report
+        return checks
 
     def _confirm(self, dirs: list[dict[str, np.ndarray]], checks: list[DirectionCheck], t: float) -> list[DirectionCheck]:
         """Before a disagreement stands, look again along that direction at a step ten times smaller: the error

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from ..tools.signatures import Signature
 from .suite import CaseMeta, Suite, load_suite
 
 ROOT_CAUSE_SLACK = 2  # lines: a multi-line statement is one place
@@ -288,9 +289,9 @@ def run_one(suite_dir: Path, case_id: str, agent: str, out: Path, model: str | N
         else:
             raise ValueError(f"unknown agent {agent!r}: autopilot, claude or replay:DIR")
         score.ran = True
-        if case.expected_signature == "inconclusive":
+        if case.expected_signature == Signature.INCONCLUSIVE:
             # "FD cannot judge this as it stands" is the right verdict when the case is built so it cannot.
-            score.verdict_right = score.signature == "inconclusive" or score.verdict == score.expected_verdict
+            score.verdict_right = score.signature == Signature.INCONCLUSIVE or score.verdict == score.expected_verdict
         elif score.expected_verdict:
             score.verdict_right = score.verdict == score.expected_verdict
         if score.expected_signature and score.signature:

@@ -23,6 +23,7 @@ from .harness.protocol import (
     CaptureConfig,
     CaptureOptions,
     CaptureResult,
+    GradcheckStatus,
     LaunchGradchecks,
     LocalizeOptions,
     RecordedLaunch,
@@ -118,7 +119,7 @@ class LaunchCheck(BaseModel):
     kernel: str
     file: str | None = None
     line: int | None = None
-    status: Literal["passed", "failed", "nan", "nan_inputs", "vacuous", "inconclusive", "error"] = Field(
+    status: GradcheckStatus = Field(
         description="nan: the adjoint is NaN/inf at finite inputs; nan_inputs: the inputs are already non-finite; "
                     "inconclusive: it failed only within float32 finite-difference noise.")
     fd_noise: float | None = Field(None, description="Estimated absolute FD rounding error (float32).")

@@ -221,15 +221,17 @@ def run_batch(cfg: dict[str, Any]) -> None:
     """
     import signal
 
+    from . import forking
+
+    forking.limit_threads()  # before boot imports numpy: its BLAS pool would be threads alive at the fork
     boot(cfg["batch"][0], WarpLog())
     out = []
     for sub in cfg["batch"]:
         started = time.monotonic()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
+        pid = forking.fork()
         if pid == 0:  # the child: one session, then exit without returning into the loop
             try:
+                forking.restore_threads()
                 os.environ["WARPGRAD_RESULT"] = sub["result"]
                 null = os.open(os.devnull, os.O_WRONLY)
                 err = os.open(sub["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

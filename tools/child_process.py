@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -259,6 +259,23 @@ def harness_env(*, device: str | None = None, extra: dict[str, str] | None = Non
     return env
 
 
+class WarmRunner(Protocol):
+    """Runs a harness command in a warm worker (`tools/worker.py`); None when it cannot (nothing ran)."""
+
+    def __call__(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
+                 sandbox: SandboxPolicy) -> ProcessResult | None: ...
+
+
+_warm_runner: WarmRunner | None = None
+
+
+def set_warm_runner(runner: WarmRunner | None) -> WarmRunner | None:
+    """Send `run_harness`'s runs to `runner` first (None: fresh processes only). Returns the previous one."""
+    global _warm_runner
+    previous, _warm_runner = _warm_runner, runner
+    return previous
+
+
 def run_harness(
     config: dict[str, Any],
     *,
@@ -289,10 +306,12 @@ def run_harness(
         else:
             # CUDA reserves far more address space than it uses; an RLIMIT_AS cap would break it.
             mem = memory_mb if not _cuda_possible() else None
-        proc = run_process(
-            [sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)], cwd=cwd, env=env,
-            timeout_s=timeout_s, memory_mb=mem, sandbox=policy,
-        )
+        argv = [sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)]
+        runner = _warm_runner
+        proc = None if runner is None else runner(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem,
+                                                  sandbox=policy)
+        if proc is None:
+            proc = run_process(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem, sandbox=policy)
         secrets = secret_values()
         _redact_stderr_files(config, secrets)
         data = None

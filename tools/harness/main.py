@@ -231,7 +231,6 @@ def run_batch(cfg: dict[str, Any]) -> None:
         pid = forking.fork()
         if pid == 0:  # the child: one session, then exit without returning into the loop
             try:
-                forking.restore_threads()
                 os.environ["WARPGRAD_RESULT"] = sub["result"]
                 null = os.open(os.devnull, os.O_WRONLY)
                 err = os.open(sub["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -269,6 +268,9 @@ def run_batch(cfg: dict[str, Any]) -> None:
 def run_session(cfg: dict[str, Any], log: WarpLog) -> None:
     global SESSION  # noqa: PLW0603 - one session per child process; hooks find it here
     SESSION = session = Session(cfg, log)
+    from . import forking
+
+    forking.restore_threads()  # a forked run computes with the user's BLAS threads, as a fresh process does
     random.seed(cfg.get("seed", 0))
     import numpy as np
     import warp as wp

@@ -117,6 +117,7 @@ class WorkerPool:
         self.isolation: str | None = None
         self.generation = 0
         self.spawned = 0
+        self.served = 0  # runs this process sent through a worker (tests, benchmarks)
         self._proc: subprocess.Popen[bytes] | None = None
         self._old: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
@@ -136,12 +137,15 @@ class WorkerPool:
             if not self._ready(key, env, sandbox):
                 return None
             try:
-                return self._request(argv, argv[-1], cwd, env, timeout_s, memory_mb)
+                result = self._request(argv, argv[-1], cwd, env, timeout_s, memory_mb)
             except _Stale:
                 if not self.is_owner():
                     return None
+                continue  # the owner starts a fresh worker and sends the run there
             except _NotServed:
                 return None
+            self.served += 1
+            return result
         return None
 
     def prewarm(self, workspace: Path, device: str | None = None) -> bool:

@@ -223,3 +223,44 @@ def test_a_forked_run_has_the_users_blas_threads_and_the_fork_refuses_threads():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "refused"
+
+
+def workers_for(ws: Path) -> list[int]:
+    """Worker processes (anywhere on the machine) booted for workspace `ws`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"tools.harness.worker" in cmd and str(ws).encode() in cmd and b"reaper.py" not in cmd \
+                and b"bwrap" not in cmd:
+            found.append(int(name))
+    return found
+
+
+def test_the_mcp_server_runs_tool_calls_through_its_worker_and_takes_it_down_at_exit(tmp_path):
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    (tmp_path / "train.py").write_text("print('hello from user code')\n", encoding="utf-8")
+    params = StdioServerParameters(command=str(Path(sys.executable).parent / "warpgrad"),
+                                   args=["mcp", "--workspace", str(tmp_path)], env=dict(os.environ), cwd=str(tmp_path))
+
+    async def go():
+        async with Client(params, read_timeout_seconds=120) as client:
+            first = await client.call_tool("run_script", {"script": "train.py", "record": False})
+            second = await client.call_tool("run_script", {"script": "train.py", "record": False})
+            return first, second, workers_for(tmp_path)
+
+    first, second, during = anyio.run(go)
+    for r in (first, second):
+        assert not r.is_error, r.content[0].text
+        assert r.structured_content["stdout_tail"].strip() == "hello from user code"
+    assert len(during) == 1, during
+    deadline = time.monotonic() + 20
+    while workers_for(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert workers_for(tmp_path) == []

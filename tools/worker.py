@@ -29,6 +29,7 @@ run's seeds are pinned and before the hooks have a session, which a fresh run wo
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -50,6 +51,7 @@ from .child_process import (
     DEFAULT_MEMORY_MB,
     TAIL_BYTES,
     ProcessResult,
+    WarmRunner,
     _cuda_possible,
     _Tail,
     harness_env,
@@ -124,6 +126,7 @@ class WorkerPool:
         # The launcher and bwrap die with the *thread* that started them (PR_SET_PDEATHSIG): start
         # workers from one thread that lives as long as the pool, never from a short-lived caller thread.
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="warpgrad-worker-spawn")
+        self.previous: tuple[WarmRunner | None, str | None] = (None, None)  # restored by _deactivate
 
     # -- the runner `run_harness` calls ------------------------------------------------------------
 
@@ -384,6 +387,38 @@ def enabled() -> bool:
     return os.environ.get(WORKER_ENV, "1").strip() not in ("0", "false", "no")
 
 
+def shared_pool() -> WorkerPool | None:
+    """The active pool, opened now for the rest of this process when none is (closed at exit).
+
+    For a long-lived owner (the MCP server) that runs tool calls in forked children. None when
+    `WARPGRAD_WORKER=0`.
+    """
+    if _active is not None or not enabled():
+        return _active
+    pool = _activate(WorkerPool())
+    atexit.register(_deactivate, pool)
+    return pool
+
+
+def _activate(pool: WorkerPool) -> WorkerPool:
+    global _active  # noqa: PLW0603 - one pool per process; forked tool calls find it here
+    pool.previous = (child_process.set_warm_runner(pool.run), tempfile.tempdir)
+    tempfile.tempdir = str(pool.scratch)
+    _active = pool
+    return pool
+
+
+def _deactivate(pool: WorkerPool) -> None:
+    global _active  # noqa: PLW0603 - see _activate
+    if not pool.is_owner():
+        return
+    _active = None
+    runner, tmp = pool.previous
+    tempfile.tempdir = tmp
+    child_process.set_warm_runner(runner)
+    pool.close()
+
+
 @contextlib.contextmanager
 def worker_pool(*, idle_s: float | None = None, preload: Sequence[str] = (),
                 preload_path: Sequence[Path] = ()) -> Iterator[WorkerPool | None]:
@@ -391,20 +426,11 @@ def worker_pool(*, idle_s: float | None = None, preload: Sequence[str] = (),
 
     Yields None (fresh processes, as without it) when `WARPGRAD_WORKER=0` or a pool is already active.
     """
-    global _active  # noqa: PLW0603 - one pool per process; forked tool calls find it here
     if not enabled() or _active is not None:
         yield None
         return
-    pool = WorkerPool(idle_s=idle_s, preload=preload, preload_path=preload_path)
-    previous_runner = child_process.set_warm_runner(pool.run)
-    previous_tmp = tempfile.tempdir
-    tempfile.tempdir = str(pool.scratch)
-    _active = pool
+    pool = _activate(WorkerPool(idle_s=idle_s, preload=preload, preload_path=preload_path))
     try:
         yield pool
     finally:
-        if pool.is_owner():
-            _active = None
-            tempfile.tempdir = previous_tmp
-            child_process.set_warm_runner(previous_runner)
-            pool.close()
+        _deactivate(pool)

@@ -157,12 +157,10 @@ def _wait_or_hangup(pid: int, conn: socket.socket) -> int | None:
     """The run's wait status, or None when the connection closed (or spoke) first."""
     pidfd = os.pidfd_open(pid)
     try:
-        while True:
-            ready = select.select([pidfd, conn], [], [])[0]
-            if pidfd in ready:
-                return os.waitpid(pid, 0)[1]
-            if conn in ready:
-                return None
+        ready = select.select([pidfd, conn.fileno()], [], [])[0]
+        if pidfd in ready:
+            return os.waitpid(pid, 0)[1]
+        return None
     finally:
         os.close(pidfd)
 

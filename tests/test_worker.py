@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from warpgrad.tools import reaper, worker
-from warpgrad.tools.child_process import run_harness
+from warpgrad.tools.child_process import _cuda_possible, run_harness
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 from warpgrad.tools.run_script import RunScriptArgs, run_script
 
@@ -24,7 +24,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bouncing_chain"
 
 def run(ws: Path, body: str, name: str = "s.py", **kw):
     (ws / name).write_text(body, encoding="utf-8")
-    return run_script(RunScriptArgs(script=name, record=False, **kw), ws)
+    return run_script(RunScriptArgs(script=name, record=False, device="cpu", **kw), ws)
 
 
 def worker_process(pool: worker.WorkerPool) -> int:
@@ -56,11 +56,11 @@ def example(tmp_path):
 
 
 def test_a_warm_run_reports_what_a_fresh_process_reports(example):
-    cold = run_script(RunScriptArgs(script="train.py", record=False), example)
+    cold = run_script(RunScriptArgs(script="train.py", record=False, device="cpu"), example)
     with worker.worker_pool() as pool:
         assert pool is not None
-        warm = run_script(RunScriptArgs(script="train.py", record=False), example)
-        again = run_script(RunScriptArgs(script="train.py", record=False), example)
+        warm = run_script(RunScriptArgs(script="train.py", record=False, device="cpu"), example)
+        again = run_script(RunScriptArgs(script="train.py", record=False, device="cpu"), example)
         assert pool.served == 2 and pool.spawned == 1
     assert cold.ok and warm.ok and again.ok
     assert warm.loss_trajectory == cold.loss_trajectory == again.loss_trajectory
@@ -70,7 +70,7 @@ def test_a_warm_run_reports_what_a_fresh_process_reports(example):
 
 
 def test_gradcheck_through_the_worker_gives_the_fresh_verdict_and_numbers(example):
-    args = GradcheckArgs(script="train.py", record=False, directions=2)
+    args = GradcheckArgs(script="train.py", record=False, directions=2, device="cpu")
     cold = check(args, example)
     with worker.worker_pool() as pool:
         assert pool is not None
@@ -150,16 +150,16 @@ def test_the_idle_worker_exits_and_is_started_again_on_demand(tmp_path):
 
 def test_a_forked_child_uses_the_running_worker_and_never_starts_one(tmp_path):
     (tmp_path / "s.py").write_text("print('from the child')\n", encoding="utf-8")
-    cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py")}
+    cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "device": "cpu"}
     with worker.worker_pool() as pool:
         assert pool is not None
-        assert pool.prewarm(tmp_path)
+        assert pool.prewarm(tmp_path, device="cpu")
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                out = run_harness(cfg, cwd=tmp_path)
+                out = run_harness(cfg, cwd=tmp_path, device="cpu")
                 code = 0 if pool.served == 1 and pool.spawned == 1 and "from the child" in out.process.stdout_tail else 2
             finally:
                 os._exit(code)
@@ -176,8 +176,9 @@ def test_runs_the_worker_cannot_take_use_a_fresh_process(tmp_path, monkeypatch):
     try:
         with worker.worker_pool() as pool:
             assert pool is not None
-            cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "outdir": str(elsewhere)}
-            out = run_harness(cfg, cwd=tmp_path)  # the worker's sandbox cannot write there
+            cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "outdir": str(elsewhere),
+                   "device": "cpu"}
+            out = run_harness(cfg, cwd=tmp_path, device="cpu")  # the worker's sandbox cannot write there
             assert out.data is not None and "ok" in out.process.stdout_tail
             assert pool.served == 0
     finally:
@@ -241,6 +242,7 @@ def workers_for(ws: Path) -> list[int]:
     return found
 
 
+@pytest.mark.skipif(_cuda_possible(), reason="the server prewarms a worker for default (GPU) runs: none where CUDA is")
 def test_the_mcp_server_runs_tool_calls_through_its_worker_and_takes_it_down_at_exit(tmp_path):
     import anyio
     from mcp import Client, StdioServerParameters
@@ -264,3 +266,14 @@ def test_the_mcp_server_runs_tool_calls_through_its_worker_and_takes_it_down_at_
     while workers_for(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert workers_for(tmp_path) == []
+
+
+def test_a_worker_that_dies_at_boot_leaves_fresh_processes_and_is_not_restarted_forever(tmp_path):
+    (tmp_path / "bad.py").write_text("import os\nos._exit(3)\n", encoding="utf-8")
+    with worker.worker_pool(preload=["bad"], preload_path=[tmp_path]) as pool:
+        assert pool is not None
+        for i in range(worker.MAX_FAILED_WORKERS + 2):
+            r = run(tmp_path, f"print({i})\n")
+            assert r.ok and r.stdout_tail.strip() == str(i)
+        assert pool.served == 0
+        assert pool.spawned <= worker.MAX_FAILED_WORKERS + 1

@@ -72,6 +72,7 @@ from .worker_wire import MAX_MESSAGE, WorkerBoot, WorkerDone, WorkerHello, Worke
 WORKER_ENV = "WARPGRAD_WORKER"
 IDLE_ENV = "WARPGRAD_WORKER_IDLE_S"
 DEFAULT_IDLE_S = 600.0
+MAX_FAILED_WORKERS = 3
 MODULE = "warpgrad.tools.harness.worker"
 # Set per run, in the forked process; every other variable is read at boot and must match the worker's.
 PER_RUN_ENV = frozenset({"WARPGRAD_RESULT", "TMPDIR", "CUDA_VISIBLE_DEVICES"})
@@ -120,6 +121,7 @@ class WorkerPool:
         self.generation = 0
         self.spawned = 0
         self.served = 0  # runs this process sent through a worker (tests, benchmarks)
+        self.failed = 0  # workers that died other than by their idle timeout
         self._proc: subprocess.Popen[bytes] | None = None
         self._old: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
@@ -192,6 +194,10 @@ class WorkerPool:
             alive = self._proc is not None and self._proc.poll() is None
             if alive and self.key == key and not self._retired_marker():
                 return True
+            if self._proc is not None and self._proc.returncode not in (None, 0):
+                self.failed += 1  # it died of something else than its idle timeout
+            if self.failed >= MAX_FAILED_WORKERS:
+                return False  # fresh processes from now on: a worker that keeps dying costs every run a boot
             self._stop_current()
             return self._spawn(key, env, sandbox)
 
@@ -245,10 +251,10 @@ class WorkerPool:
 
     # -- one run -------------------------------------------------------------------------------
 
-    def _connect(self) -> tuple[socket.socket, WorkerHello]:
+    def _connect(self, timeout_s: float) -> tuple[socket.socket, WorkerHello]:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            s.settimeout(self.boot_timeout_s)  # a worker still booting answers when it is ready
+            s.settimeout(min(self.boot_timeout_s, timeout_s))  # a worker still booting answers when it is ready
             s.connect(str(self.socket_path))
             hello = WorkerHello.model_validate_json(s.recv(MAX_MESSAGE))
         except (OSError, ValidationError) as e:
@@ -268,7 +274,7 @@ class WorkerPool:
     def _request(self, argv: list[str], config: str, cwd: Path, env: dict[str, str], timeout_s: float,
                  memory_mb: int) -> ProcessResult:
         start = time.monotonic()
-        s, _ = self._connect()
+        s, _ = self._connect(timeout_s)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:

@@ -49,7 +49,10 @@ def boot(spec: WorkerBoot) -> dict[str, str]:
         sys.path[:0] = added
         try:
             for name in spec.modules:
-                __import__(name)
+                try:
+                    __import__(name)
+                except Exception:  # noqa: BLE001 - a run that imports it reports the failure, as a fresh run does
+                    traceback.print_exc()
         finally:
             for p in added:
                 with contextlib.suppress(ValueError):
@@ -66,7 +69,8 @@ def imported_files(workspace: Path) -> dict[str, str]:
         if not f or not f.endswith(".py"):
             continue
         p = Path(f).resolve()
-        if any(p.is_relative_to(r) for r in roots) and ".venv" not in p.parts and p.is_file():
+        installed = any(part in ("site-packages", "dist-packages", ".venv") for part in p.parts)
+        if any(p.is_relative_to(r) for r in roots) and not installed and p.is_file():
             out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 

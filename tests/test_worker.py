@@ -277,3 +277,28 @@ def test_a_worker_that_dies_at_boot_leaves_fresh_processes_and_is_not_restarted_
             assert r.ok and r.stdout_tail.strip() == str(i)
         assert pool.served == 0
         assert pool.spawned <= worker.MAX_FAILED_WORKERS + 1
+
+
+def _runner_cases() -> list:
+    """Every test of the fresh-process runner (tests/test_runner.py), with its parameters."""
+    import inspect
+
+    import test_runner
+
+    cases = []
+    for name, fn in inspect.getmembers(test_runner, inspect.isfunction):
+        if not name.startswith("test_"):
+            continue
+        marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+        rows = marks[0].args[1] if marks else [()]
+        cases += [pytest.param(fn, tuple(row), id=f"{name}[{i}]") for i, row in enumerate(rows)]
+    return cases
+
+
+@pytest.mark.parametrize(("fn", "row"), _runner_cases())
+def test_the_runner_tests_hold_through_the_worker(fn, row, tmp_path):
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        fn(tmp_path, *row)
+        if "run_process" not in fn.__name__ and "refused" not in fn.__name__ and not _cuda_possible():
+            assert pool.served > 0, "the run took the fresh-process path"

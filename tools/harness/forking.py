@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 from pathlib import Path
@@ -93,8 +94,12 @@ def _wanted_blas_threads() -> int:
     return len(os.sched_getaffinity(0)) or 1
 
 
+@functools.cache
 def _openblas() -> ctypes.CDLL | None:
-    """numpy's OpenBLAS when it is loaded in this process (found in /proc/self/maps), else None."""
+    """numpy's OpenBLAS when it is loaded in this process (found in /proc/self/maps), else None.
+
+    Cached: a booted process that calls it once after importing numpy spares each forked run the search.
+    """
     try:
         with open("/proc/self/maps", encoding="utf-8") as f:
             files = {ln.split()[-1] for ln in f if ln.strip()}
@@ -105,6 +110,11 @@ def _openblas() -> ctypes.CDLL | None:
         with contextlib.suppress(OSError):
             return ctypes.CDLL(path)
     return None
+
+
+def find_blas() -> None:
+    """Look up numpy's OpenBLAS now (after numpy is imported), so forked processes inherit the answer."""
+    _openblas()
 
 
 def _set_blas_threads(n: int) -> None:

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 
 from .. import reaper
@@ -44,6 +45,8 @@ def boot(spec: WorkerBoot) -> dict[str, str]:
     from . import main
 
     main.boot({}, main.WarpLog())
+    _import_run_modules(main.MODES.values())
+    forking.find_blas()
     if spec.modules:
         added = [p for p in spec.sys_path if p not in sys.path]
         sys.path[:0] = added
@@ -58,6 +61,15 @@ def boot(spec: WorkerBoot) -> dict[str, str]:
                 with contextlib.suppress(ValueError):
                     sys.path.remove(p)
     return imported_files(Path(spec.workspace))
+
+
+def _import_run_modules(modes: Iterable[str]) -> None:
+    """What every run would import again: numpy.random (numpy loads it lazily) and the harness listeners."""
+    import importlib
+
+    for name in ["numpy.random", *(spec.partition(":")[0] for spec in modes), "warpgrad.tools.harness.tape_listener",
+                 "warpgrad.tools.harness.tracker_listener", "warpgrad.tools.harness.localize"]:
+        importlib.import_module(name)
 
 
 def imported_files(workspace: Path) -> dict[str, str]:

@@ -20,7 +20,15 @@ run's (the stdout and stderr tails, exit code or signal, timeout, memory limit).
   owner starts a new one. A run with a different environment or sandbox than the worker's also does.
 - **Lifetime.** The worker exits after `idle_s` with nothing to do, and with its owner.
 - **Correctness first.** Any failure before the run starts (no worker, a refused connection, a stale
-  worker, CUDA in play: CUDA does not survive a fork) falls back to a fresh process.
+  worker, CUDA in play: CUDA does not survive a fork) falls back to a fresh process. Where CUDA is
+  usable, only runs that hide it (`device="cpu"`) can be forked; a pool whose workers keep dying stops
+  starting them (`MAX_FAILED_WORKERS`).
+- **Isolation between runs.** Runs forked from one worker share its sandbox: a run can write into the
+  scratch folder another run of the same workspace uses at the same time (fresh processes each get a
+  private temp dir). They run as the same user with the workspace writable either way.
+
+Used by `warpgrad diagnose` (`worker_pool()` around its stages) and by `warpgrad mcp` (`shared_pool()`,
+opened on the first tool call and prewarmed in the server before each forked call).
 
 User modules are not preloaded by default: a module imported at boot runs its top-level code before the
 run's seeds are pinned and before the hooks have a session, which a fresh run would not do.

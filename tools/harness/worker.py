@@ -36,6 +36,7 @@ from ..worker_wire import MAX_MESSAGE, WorkerBoot, WorkerDone, WorkerHello, Work
 from . import forking
 
 PACKAGE = Path(__file__).resolve().parents[2]
+INSTALLED = frozenset({"site-packages", "dist-packages", ".venv", "venv"})
 _retired = False
 
 
@@ -81,8 +82,10 @@ def imported_files(workspace: Path) -> dict[str, str]:
         if not f or not f.endswith(".py"):
             continue
         p = Path(f).resolve()
-        installed = any(part in ("site-packages", "dist-packages", ".venv") for part in p.parts)
-        if any(p.is_relative_to(r) for r in roots) and not installed and p.is_file():
+        root = next((r for r in roots if p.is_relative_to(r)), None)
+        # A virtual environment inside the workspace (or the checkout) holds packages, not the user's code.
+        installed = root is None or any(part in INSTALLED for part in p.relative_to(root).parts)
+        if not installed and p.is_file():
             out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 

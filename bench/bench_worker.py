@@ -1,6 +1,8 @@
 """Benchmark: harness runs forked from a warm worker vs fresh harness processes.
 
-Run: `python bench/bench_worker.py [--reps 5] [--leak 50] [--diagnose] [--out bench/results/worker.json]`
+Run: `python bench/bench_worker.py [--reps 5] [--leak 50] [--diagnose] [--out bench/results/worker.json]`,
+or `python bench/bench_worker.py --cases heat_rod_conductivity ...` to compare `run_diagnose`'s verdict and
+top five hypotheses through fresh processes and through a worker on suite cases (each side twice).
 
 On a copy of `examples/bouncing_chain/train.py` with a warm kernel cache, each round runs, in turn:
 the script by itself (`python train.py`, its own cost), `run_script` and `gradcheck` through fresh
@@ -14,6 +16,7 @@ With `--leak N`: the worker's resident memory after one run and after N more, an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -67,13 +70,49 @@ def worker_memory(pool) -> dict[str, int]:
     return {}
 
 
+def compare_cases(case_ids: list[str]) -> list[dict]:
+    """`run_diagnose` on suite cases through fresh processes and through a worker: the same verdicts?"""
+    from warpgrad.evals.suite import SUITE_DIR, load_suite
+    from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
+    from warpgrad.tools.worker import worker_pool
+
+    suite = load_suite(SUITE_DIR)
+    rows = []
+    for case in [c for c in suite.cases if str(c.id) in case_ids]:
+        ws = Path(tempfile.mkdtemp(prefix=f"bench-worker-{case.id}-")) / "ws"
+        shutil.copytree(suite.root / "files" / str(case.id), ws)
+        subprocess.run([sys.executable, case.entry], cwd=ws, capture_output=True, check=False)  # the cache
+        args = DiagnoseArgs(script=case.entry, record=False, timeout_s=300)
+        seen = {}
+        for side in ("cold", "warm", "cold", "warm"):
+            with (worker_pool() if side == "warm" else contextlib.nullcontext()):
+                t = time.perf_counter()
+                r = run_diagnose(args, ws)
+                t = time.perf_counter() - t
+            top = [(h.title, h.file, h.line, round(h.score, 3)) for h in r.hypotheses[:5]]
+            seen.setdefault(side, []).append({"s": round(t, 2), "verdict": (r.gradients_wrong, r.signature),
+                                              "top5": top})
+        same = all(x["verdict"] == seen["cold"][0]["verdict"] and x["top5"] == seen["cold"][0]["top5"]
+                   for x in seen["cold"] + seen["warm"])
+        rows.append({"case": str(case.id), "same": same, **seen})
+        print(json.dumps(rows[-1]), flush=True)
+        shutil.rmtree(ws.parent, ignore_errors=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", nargs="*", help="Instead: compare diagnose's verdicts on these suite cases.")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--leak", type=int, default=0, help="Runs for the memory check (0: skip).")
     ap.add_argument("--diagnose", action="store_true")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
+    if a.cases:
+        rows = compare_cases(a.cases)
+        if a.out:
+            a.out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        return
 
     from warpgrad.tools import child_process
     from warpgrad.tools.gradcheck import GradcheckArgs, check

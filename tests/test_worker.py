@@ -302,3 +302,12 @@ def test_the_runner_tests_hold_through_the_worker(fn, row, tmp_path):
         fn(tmp_path, *row)
         if "run_process" not in fn.__name__ and "refused" not in fn.__name__ and not _cuda_possible():
             assert pool.served > 0, "the run took the fresh-process path"
+
+
+def test_a_pool_that_cannot_start_a_worker_runs_fresh_processes(tmp_path):
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        shutil.rmtree(pool.dir / "sock")  # nowhere to bind the socket
+        r = run(tmp_path, "print('still runs')\n")
+        assert r.ok and r.stdout_tail.strip() == "still runs"
+        assert pool.served == 0 and pool.spawned == 0

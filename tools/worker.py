@@ -143,6 +143,13 @@ class WorkerPool:
     def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
             sandbox: SandboxPolicy) -> ProcessResult | None:
         """Run one harness command (`... harness.main CONFIG`) in the worker; None: use a fresh process."""
+        try:
+            return self._run(argv, cwd, env, timeout_s, memory_mb, sandbox)
+        except Exception:  # noqa: BLE001 - a failure of the worker machinery must cost a fresh run, not the call
+            return None
+
+    def _run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
+             sandbox: SandboxPolicy) -> ProcessResult | None:
         key = self._key(env, sandbox)
         if key is None or memory_mb is None or memory_mb > key.memory_mb or not self._writable(sandbox, env):
             return None
@@ -163,10 +170,13 @@ class WorkerPool:
 
     def prewarm(self, workspace: Path, device: str | None = None) -> bool:
         """Start the worker a default run in `workspace` would use, if it is not running (owner only)."""
-        env = harness_env(device=device)
-        policy = self._policy(Path(workspace), env)
-        key = self._key(env, policy)
-        return key is not None and self._ready(key, env, policy)
+        try:
+            env = harness_env(device=device)
+            policy = self._policy(Path(workspace), env)
+            key = self._key(env, policy)
+            return key is not None and self._ready(key, env, policy)
+        except Exception:  # noqa: BLE001 - without a worker the runs take fresh processes; the call goes on
+            return False
 
     def is_owner(self) -> bool:
         return os.getpid() == self.owner
@@ -409,7 +419,10 @@ def shared_pool() -> WorkerPool | None:
     """
     if _active is not None or not enabled():
         return _active
-    pool = _activate(WorkerPool())
+    try:
+        pool = _activate(WorkerPool())
+    except OSError:  # no temp dir to make: fresh processes, as without a pool
+        return None
     atexit.register(_deactivate, pool)
     return pool
 

@@ -70,7 +70,7 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
 
 def _run_tool_bounded(
     tools: dict[str, ToolSpec], name: str, raw: dict[str, Any], workspace: Path, timeout_s: float,
-    cancel: threading.Event,
+    cancel: threading.Event, warm_worker: bool = False,
 ) -> tuple[str, bool, str | None]:
     """`run_tool` in a forked child killed at `timeout_s` (raises ToolTimeout).
 
@@ -79,7 +79,14 @@ def _run_tool_bounded(
     """
 
     from ..tools.registry import ToolCrashed, run_bounded
+    from ..tools.worker import shared_pool
     from .context import run_tool
+
+    # One warm worker for the session's runs, opened on the first call (tools/worker.py).
+    pool = shared_pool() if warm_worker else None
+    if pool is not None:
+        # Started here, in the server: the forked tool call below uses the worker but could not keep one alive.
+        pool.prewarm(workspace)
 
     def call() -> tuple[str, bool, str | None]:
         output, is_error, result = run_tool(tools, name, raw, workspace)
@@ -92,9 +99,13 @@ def _run_tool_bounded(
 
 
 def build_server(
-    workspace: Path, tools: dict[str, ToolSpec] | None = None, *, tool_timeout: float = TOOL_TIMEOUT
+    workspace: Path, tools: dict[str, ToolSpec] | None = None, *, tool_timeout: float = TOOL_TIMEOUT,
+    warm_worker: bool = False,
 ) -> Server:
     """An MCP server over `tools` (default: the registry plus `read_reference`) for one workspace.
+
+    `warm_worker`: run the tools' harness runs through a warm worker that lives as long as this process
+    (`warpgrad mcp` does; an in-process server in a test leaves its host process alone).
 
     The default tools are loaded on the first request that needs them, not here (see the module doc).
     """
@@ -145,7 +156,7 @@ def build_server(
             try:
                 output, is_error, result = await anyio.to_thread.run_sync(
                     _run_tool_bounded, tools, params.name, params.arguments or {}, workspace, tool_timeout,
-                    cancel, abandon_on_cancel=True,
+                    cancel, warm_worker, abandon_on_cancel=True,
                 )
             except ToolTimeout:
                 output = (
@@ -263,7 +274,8 @@ async def serve_stdio(workspace: Path, tool_timeout: float = TOOL_TIMEOUT) -> No
     from mcp.shared.message import SessionMessage
 
     async with stdio_server() as (read_stream, write_stream):
-        server = build_server(workspace, tool_timeout=tool_timeout)  # tools load on first use, after fd 1 is diverted
+        # Tools load on first use, after fd 1 is diverted.
+        server = build_server(workspace, tool_timeout=tool_timeout, warm_worker=True)
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def screen() -> None:

@@ -103,21 +103,24 @@ def diagnose_cmd(
     """
     from ..tools.diagnose import DiagnoseArgs, run_diagnose
     from ..tools.registry import ToolError
+    from ..tools.worker import worker_pool
 
     ws = workspace_for(script, workspace)
+    # The stages fork their runs from one warm worker instead of booting Python and Warp for each.
     try:
-        # `--bisect` and `--device` are plain strings; the model validates them and its error names the field.
-        args = DiagnoseArgs.model_validate({
-            "script": rel_to(ws, script), "args": list(ctx.args), "iteration": iteration, "params": param or [],
-            "objective": objective, "bisect": bisect, "device": device, "timeout_s": timeout, "record": record})
-        if as_json:
-            r = run_diagnose(args, ws)
-        else:
-            labels = {"run": "running the script", "gradcheck": "FD check (capture + perturbed runs)",
-                      "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
-                      "rules": "quick-check rules", "bisect": "bisecting the horizon"}
-            with console.status("starting...") as status:
-                r = run_diagnose(args, ws, progress=lambda s: status.update(f"{labels.get(s, s)}..."))
+        with worker_pool():
+            # `--bisect` and `--device` are plain strings; the model validates them and its error names the field.
+            args = DiagnoseArgs.model_validate({
+                "script": rel_to(ws, script), "args": list(ctx.args), "iteration": iteration, "params": param or [],
+                "objective": objective, "bisect": bisect, "device": device, "timeout_s": timeout, "record": record})
+            if as_json:
+                r = run_diagnose(args, ws)
+            else:
+                labels = {"run": "running the script", "gradcheck": "FD check (capture + perturbed runs)",
+                          "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
+                          "rules": "quick-check rules", "bisect": "bisecting the horizon"}
+                with console.status("starting...") as status:
+                    r = run_diagnose(args, ws, progress=lambda s: status.update(f"{labels.get(s, s)}..."))
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from None

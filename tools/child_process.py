@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -288,6 +288,23 @@ def parse_result(raw: Any, result_type: type[R]) -> R:
             f"warpgrad, not in your script): {e}"))
 
 
+class WarmRunner(Protocol):
+    """Runs a harness command in a warm worker (`tools/worker.py`); None when it cannot (nothing ran)."""
+
+    def __call__(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
+                 sandbox: SandboxPolicy) -> ProcessResult | None: ...
+
+
+_warm_runner: WarmRunner | None = None
+
+
+def set_warm_runner(runner: WarmRunner | None) -> WarmRunner | None:
+    """Send `run_harness`'s runs to `runner` first (None: fresh processes only). Returns the previous one."""
+    global _warm_runner
+    previous, _warm_runner = _warm_runner, runner
+    return previous
+
+
 def run_harness(
     config: HarnessConfig,
     result_type: type[R],
@@ -327,10 +344,12 @@ def run_harness(
         else:
             # CUDA reserves far more address space than it uses; an RLIMIT_AS cap would break it.
             mem = memory_mb if not _cuda_possible() else None
-        proc = run_process(
-            [sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)], cwd=cwd, env=env,
-            timeout_s=timeout_s, memory_mb=mem, sandbox=policy,
-        )
+        argv = [sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)]
+        runner = _warm_runner
+        proc = None if runner is None else runner(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem,
+                                                  sandbox=policy)
+        if proc is None:
+            proc = run_process(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem, sandbox=policy)
         secrets = secret_values()
         _redact_stderr_files(config, secrets)
         result = None

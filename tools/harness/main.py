@@ -324,13 +324,14 @@ def run_batch(cfg: BatchConfig) -> None:
     """
     import signal
 
+    from . import forking
+
+    forking.limit_threads()  # before boot imports numpy: its BLAS pool would be threads alive at the fork
     boot(cfg.batch[0], WarpLog())
     out = []
     for sub in cfg.batch:
         started = time.monotonic()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
+        pid = forking.fork()
         if pid == 0:  # the child: one session, then exit without returning into the loop
             try:
                 os.environ["WARPGRAD_RESULT"] = str(sub.result)
@@ -370,6 +371,9 @@ def run_batch(cfg: BatchConfig) -> None:
 def run_session(cfg: SessionMode, log: WarpLog) -> None:
     global SESSION  # noqa: PLW0603 - one session per child process; hooks find it here
     SESSION = session = Session(cfg, log)
+    from . import forking
+
+    forking.restore_threads()  # a forked run computes with the user's BLAS threads, as a fresh process does
     random.seed(cfg.seed)
     import numpy as np
     import warp as wp

@@ -1,0 +1,128 @@
+"""Fork a booted harness safely: no thread may be alive at the fork, and the forked leaf gets its threads back.
+
+`fork()` in a multi-threaded process copies only the calling thread; a lock another thread held (in
+OpenBLAS, in the allocator) stays locked forever in the child. numpy's OpenBLAS starts its thread pool
+when numpy is imported, so a process that forks after booting Warp must import numpy with a pool of one
+thread (`limit_threads`, before numpy is imported) and check before every fork that it is still alone
+(`fork`). The forked process that runs user code puts the user's settings back (`restore_threads`), so a
+run computes with the same BLAS thread count as a run that was never forked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import sys
+from pathlib import Path
+
+# OpenBLAS reads the first of these that is set; MKL and OpenMP runtimes read the last two.
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_SET_THREADS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
+                "openblas_set_num_threads")
+_GET_THREADS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
+                "openblas_get_num_threads")
+
+_saved: dict[str, str | None] = {}
+"""The user's values of THREAD_VARS before `limit_threads` (empty: nothing to restore)."""
+
+
+class NotForkable(RuntimeError):
+    """A thread besides the caller is alive: forking now could deadlock the child."""
+
+
+def limit_threads() -> None:
+    """Ask for one-thread BLAS pools, remembering the user's settings. Call before numpy is imported.
+
+    A no-op when already limited (a worker's forked child inherits the limit and the saved values).
+    """
+    if _saved:
+        return
+    for name in THREAD_VARS:
+        _saved[name] = os.environ.get(name)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    os.environ.pop("GOTO_NUM_THREADS", None)
+
+
+def thread_count() -> int:
+    """Threads of this process (Linux: the entries of /proc/self/task)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def fork() -> int:
+    """`os.fork()` after checking that this process has one thread; streams flushed first.
+
+    Raises:
+        NotForkable: Another thread is alive (e.g. numpy was imported before `limit_threads`).
+    """
+    n = thread_count()
+    if n > 1:
+        raise NotForkable(f"{n} threads are alive; a fork now could deadlock the child (was numpy imported "
+                          "before limit_threads()?)")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return os.fork()
+
+
+def restore_threads() -> None:
+    """In a forked process that runs user code: the user's thread variables and BLAS pool size back.
+
+    Starts the BLAS threads at once, so the process must not fork again afterwards (`fork` would refuse).
+    """
+    if not _saved:
+        return
+    for name, value in _saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _saved.clear()
+    _set_blas_threads(_wanted_blas_threads())
+
+
+def _wanted_blas_threads() -> int:
+    """The pool size OpenBLAS would have chosen from the user's environment (its own order of variables)."""
+    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        raw = os.environ.get(name, "").strip()
+        if raw:
+            with contextlib.suppress(ValueError):
+                if int(raw) > 0:
+                    return int(raw)
+    return len(os.sched_getaffinity(0)) or 1
+
+
+@functools.cache
+def _openblas() -> ctypes.CDLL | None:
+    """numpy's OpenBLAS when it is loaded in this process (found in /proc/self/maps), else None.
+
+    Cached: a booted process that calls it once after importing numpy spares each forked run the search.
+    """
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            files = {ln.split()[-1] for ln in f if ln.strip()}
+    except OSError:
+        return None
+    paths = [p for p in files if "openblas" in Path(p).name.lower() and ".so" in Path(p).name]
+    for path in sorted(paths):
+        with contextlib.suppress(OSError):
+            return ctypes.CDLL(path)
+    return None
+
+
+def find_blas() -> None:
+    """Look up numpy's OpenBLAS now (after numpy is imported), so forked processes inherit the answer."""
+    _openblas()
+
+
+def _set_blas_threads(n: int) -> None:
+    lib = _openblas()
+    if lib is None:
+        return
+    getter = next((getattr(lib, s) for s in _GET_THREADS if hasattr(lib, s)), None)
+    setter = next((getattr(lib, s) for s in _SET_THREADS if hasattr(lib, s)), None)
+    if setter is None or (getter is not None and getter() == n):
+        return
+    setter(n)

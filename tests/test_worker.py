@@ -15,6 +15,7 @@ import pytest
 from warpgrad.tools import reaper, worker
 from warpgrad.tools.child_process import _cuda_possible, run_harness
 from warpgrad.tools.gradcheck import GradcheckArgs, check
+from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
 from warpgrad.tools.run_script import RunScriptArgs, run_script
 
 pytestmark = pytest.mark.warp
@@ -150,7 +151,7 @@ def test_the_idle_worker_exits_and_is_started_again_on_demand(tmp_path):
 
 def test_a_forked_child_uses_the_running_worker_and_never_starts_one(tmp_path):
     (tmp_path / "s.py").write_text("print('from the child')\n", encoding="utf-8")
-    cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "device": "cpu"}
+    cfg = RunConfig(workspace=str(tmp_path), script=str(tmp_path / "s.py"), device="cpu")
     with worker.worker_pool() as pool:
         assert pool is not None
         assert pool.prewarm(tmp_path, device="cpu")
@@ -159,7 +160,7 @@ def test_a_forked_child_uses_the_running_worker_and_never_starts_one(tmp_path):
         if pid == 0:
             code = 1
             try:
-                out = run_harness(cfg, cwd=tmp_path, device="cpu")
+                out = run_harness(cfg, HarnessResult, cwd=tmp_path, device="cpu")
                 code = 0 if pool.served == 1 and pool.spawned == 1 and "from the child" in out.process.stdout_tail else 2
             finally:
                 os._exit(code)
@@ -176,10 +177,10 @@ def test_runs_the_worker_cannot_take_use_a_fresh_process(tmp_path, monkeypatch):
     try:
         with worker.worker_pool() as pool:
             assert pool is not None
-            cfg = {"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "s.py"), "outdir": str(elsewhere),
-                   "device": "cpu"}
-            out = run_harness(cfg, cwd=tmp_path, device="cpu")  # the worker's sandbox cannot write there
-            assert out.data is not None and "ok" in out.process.stdout_tail
+            cfg = RunConfig(workspace=str(tmp_path), script=str(tmp_path / "s.py"), outdir=str(elsewhere),
+                            device="cpu")
+            out = run_harness(cfg, HarnessResult, cwd=tmp_path, device="cpu")  # the worker's sandbox cannot write there
+            assert out.result is not None and "ok" in out.process.stdout_tail
             assert pool.served == 0
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)

@@ -246,7 +246,7 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
                                 f"non-finite: {no.kernel} at {file}:{line} (arrays {', '.join(no.arrays)})"),
                        "references/quick-checks.md §9a", TABLE["nan_inf"].next_check)
             for lc in td.gradcheck:
-                if getattr(lc, "passed", True) is False:
+                if lc.passed is False:
                     rk.add(f"kernel {lc.kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
                            "kernel_adjoint", lc.file, lc.line, 0.7,
                            Evidence(source="localization", detail=f"per-launch gradcheck_tape failed for {lc.kernel}"),
@@ -273,7 +273,7 @@ def _ruled_out(res: DiagnoseResult) -> list[str]:
     out = []
     gc = res.gradcheck
     if gc and gc.ok:
-        if not any("unperturbed rerun" in n for n in gc.notes) and not gc.nondeterministic:
+        if not gc.rerun_mismatch and not gc.nondeterministic:
             out.append("a stochastic forward: an unperturbed rerun reproduced the objective exactly")
         if gc.signature != "grows_across_iterations" and (gc.iteration or 0) >= 1:
             out.append(f"gradient accumulation across iterations: no parameter gradient was left nonzero before "

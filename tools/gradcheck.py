@@ -123,6 +123,8 @@ class GradcheckResult(BaseModel):
     iterations: list[int] = Field(default_factory=list, description="Training iterations checked (first and a later "
                                   "one by default).")
     nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
+    rerun_mismatch: bool = Field(False, description="An unperturbed rerun failed or differed from the first run at "
+                                 "all (`nondeterministic`: beyond the tolerance), here or at the other iteration.")
     fd_unresolvable: bool = Field(False, description="The objective's float rounding swamps its change at every step.")
     perturbation_unreached: bool = Field(False, description="The objective never moved under any perturbation.")
     stale_read: bool = Field(False, description="An update applies a gradient read before this iteration's backward.")
@@ -457,6 +459,8 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: dict[str, A
         report = engine.check_at(*after)
         res.evaluations = engine.evaluations
     b = base.get("eval")
+    res.rerun_mismatch = b is not None and (b.error is not None or (b.objective is not None
+                                                               and b.objective != objective))
     if b is not None and b.error is None and b.objective is not None and b.objective != objective:
         rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
         if rel_diff > 1e-6:
@@ -498,6 +502,7 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     verdict = {True: "passed", False: "failed", None: "no verdict"}
     lead.notes.append(f"iteration {other.iteration} {verdict[other.passed]} ({other.signature}"
                       f"{': ' + other.reason if other.passed is None and other.reason else ''})")
+    lead.rerun_mismatch = lead.rerun_mismatch or other.rerun_mismatch
     for n in other.notes:
         if n not in lead.notes:
             lead.notes.append(n)

@@ -44,6 +44,9 @@ def markdown(r) -> str:
         lines += ["## Ruled out", ""] + [f"- {x}" for x in r.ruled_out] + [""]
     if r.next_steps:
         lines += ["## Next", ""] + [f"- {x}" for x in r.next_steps] + [""]
+    if r.run_cut_short_at is not None:
+        lines += [f"The plain run was stopped after iteration {r.run_cut_short_at}, once its loss showed its trend "
+                  "(`--full-run` runs it to the end).", ""]
     lines += ["## Timings (s)", "", ", ".join(f"{k} {v:.1f}" for k, v in r.timings.items()), ""]
     return "\n".join(lines)
 
@@ -80,6 +83,9 @@ def render(r, con: Console) -> None:
             con.print(f"  - {x}")
     for s in r.next_steps:
         con.print(f"[bold]next:[/] {s}")
+    if r.run_cut_short_at is not None:
+        con.print(f"[dim]the plain run stopped after iteration {r.run_cut_short_at}, once its loss showed its trend "
+                  "(--full-run runs it to the end)[/]")
     con.print("[dim]" + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()) + "[/]")
 
 
@@ -94,6 +100,8 @@ def diagnose_cmd(
     timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
     workspace: Annotated[Path | None, typer.Option(help="Workspace root (default: the current folder).")] = None,
     record: Annotated[bool, typer.Option(help="Append the evidence to .warpgrad/ledger.jsonl.")] = True,
+    full_run: Annotated[bool, typer.Option("--full-run", help="Run the script to its end for the loss trajectory "
+                                           "(default: stop once the printed loss shows its trend).")] = False,
     md: Annotated[Path | None, typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -107,7 +115,8 @@ def diagnose_cmd(
     ws = workspace_for(script, workspace)
     try:
         args = DiagnoseArgs(script=rel_to(ws, script), args=list(ctx.args), iteration=iteration, params=param or [],
-                            objective=objective, bisect=bisect, device=device, timeout_s=timeout, record=record)
+                            objective=objective, bisect=bisect, device=device, timeout_s=timeout, record=record,
+                            full_run=full_run)
         if as_json:
             r = run_diagnose(args, ws)
         else:

@@ -1,11 +1,13 @@
 """`diagnose`: the whole measured pipeline without an LLM.
 
-1. run the script (a script that cannot run is the finding: report the blocker and stop);
+1. run the script (a script that cannot run is the finding: report the blocker and stop); the plain run
+   ends once its printed loss shows its trend, unless `full_run`;
 2. the end-to-end FD check (capture) gives the signature;
-3. the overwrite tracker, parsed;
-4. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin;
-   (1-4 run side by side: none needs another's result);
-5. the quick-check rules over every workspace module the run imported;
+3. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin;
+   (1-3 run side by side: none needs another's result);
+4. the quick-check rules over every workspace module the run imported;
+5. the overwrite tracker, parsed, when it has something to confirm: the FD check finds the gradient wrong
+   or gives no verdict, or a rule reports an overwrite the tracker can see;
 6. horizon bisection when the evidence is still ambiguous;
 7. the signature table ranks every finding; the report leads with the most likely cause.
 
@@ -23,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .child_process import run_harness
 from .gradcheck import GradcheckArgs, GradcheckResult, check
 from .horizon import BisectArgs, BisectResult, bisect_horizon
 from .ledger import Ledger
@@ -30,7 +33,7 @@ from .losses import summarize
 from .quickchecks.base import Finding
 from .quickchecks.engine import run_rules
 from .registry import tool
-from .run_script import RunScriptResult, run_script_in
+from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE
 from .tape import InspectTapeResult, inspect
 from .tracker import InstrumentResult, run_tracker
@@ -50,6 +53,8 @@ class DiagnoseArgs(BaseModel):
     device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU.")
     timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit of each run of the script.")
     record: bool = Field(True, description="Append every stage's result to the evidence ledger.")
+    full_run: bool = Field(False, description="Run the script to its end for the loss trajectory (default: stop the "
+                           "plain run once the printed loss shows its trend).")
 
 
 class Evidence(BaseModel):
@@ -87,6 +92,9 @@ class DiagnoseResult(BaseModel):
     findings: list[Finding] = []
     bisect: BisectResult | None = None
     run: RunScriptResult | None = None
+    run_cut_short_at: int | None = Field(None, description="The plain run was stopped after the loss of this "
+                                         "iteration was printed (its trend was read; `full_run` runs it to the end). "
+                                         "None: it ran to the end.")
     timings: dict[str, float] = {}
     files: dict[str, str] = {}
 
@@ -330,108 +338,174 @@ def _summary(res: DiagnoseResult) -> str:
     return f"no verdict on the gradients: {gc.reason if gc else 'the FD check did not run'}"
 
 
-def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None = None) -> DiagnoseResult:
-    workspace = Path(workspace).resolve()
-    script = resolve_path(workspace, args.script)
-    say = progress or (lambda _msg: None)
-    res = DiagnoseResult(ok=False, script=rel_path(workspace, script))
-    ledger = Ledger(workspace) if args.record else None
+# Rules whose finding is an array written after a launch read it in a way Warp's overwrite tracker can see
+# (a rebinding ping-pong, wp.copy onto a read array, a ptr= alias, a retain_grad array written twice): the
+# tracker can confirm or refute them. Struct fields, `*=` and local vector components are its blind spots.
+_TRACKER_CONFIRMS = frozenset({"WG005", "WG006", "WG017", "WG018"})
+TREND_STOP = "warpgrad.tools.harness.trend_stop:TrendStopListener"
 
-    def stage(name: str, fn):
-        say(name)
-        t = time.monotonic()
-        try:
-            return fn()
-        finally:
-            res.timings[name] = round(time.monotonic() - t, 2)
 
-    # Every stage that runs the script starts at once: the plain run (its loss trajectory, and whether the
-    # script runs at all), the FD check, the overwrite tracker and the tape inspection look at the same
-    # unchanged program and none depends on another's result. The plain run is the whole training, so for a
-    # long script the others finish inside it; on a script that cannot run they fail as fast as it does,
-    # and only the plain run's verdict (blocked) is reported. The tracker reuses its cached build
-    # (harness `tracker_cache`), so after the first call it costs about one short run.
-    def timed(name: str, fn):
-        def run_timed():
+class _Stages:
+    """One diagnose: the inputs every stage reads, the result they fill, and the timing of each."""
+
+    def __init__(self, args: DiagnoseArgs, workspace: Path, progress: Progress | None) -> None:
+        self.args = args
+        self.workspace = Path(workspace).resolve()
+        self.script = resolve_path(self.workspace, args.script)
+        self.say: Progress = progress or (lambda _msg: None)
+        self.res = DiagnoseResult(ok=False, script=rel_path(self.workspace, self.script))
+        self.ledger = Ledger(self.workspace) if args.record else None
+
+    def timed(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """`fn` recording its wall time under `name` (it may run on a worker thread)."""
+        def run() -> Any:
             t = time.monotonic()
             try:
                 return fn()
             finally:
-                res.timings[name] = round(time.monotonic() - t, 2)
-        return run_timed
+                self.res.timings[name] = round(time.monotonic() - t, 2)
+        return run
 
-    def tape_at(iteration: int | None) -> InspectTapeResult:
-        return inspect(workspace, script, args.args, iteration=iteration, timeout_s=args.timeout_s,
-                       device=args.device, gradcheck_launches=True)
+    def stage(self, name: str, fn: Callable[[], Any]) -> Any:
+        self.say(name)
+        return self.timed(name, fn)()
 
-    say("run")
+    def record(self, kind: str, payload: Any) -> None:
+        if self.ledger:
+            self.ledger.append(kind, payload, tool="diagnose")
+
+    # ------------------------------------------------------------------ the stages that run the script
+    def plain_run(self) -> RunScriptResult:
+        """The script as the user runs it: does it run, and the shape of its loss. Unless `full_run`, it ends
+        once the printed trajectory's trend is read (harness `trend_stop`)."""
+        a = self.args
+        cfg: dict[str, Any] = {"mode": "run", "workspace": str(self.workspace), "script": str(self.script),
+                               "args": list(a.args), "device": a.device}
+        if not a.full_run:
+            cfg["listeners"] = [TREND_STOP]
+        out = run_harness(cfg, cwd=self.workspace, timeout_s=a.timeout_s, device=a.device)
+        run = describe_run(out.process, out.data, self.workspace, self.script, a.args)
+        stop = (out.data or {}).get("trend_stop") or {}
+        if run.ok and stop.get("stopped"):
+            self.res.run_cut_short_at = stop.get("iteration")
+        return run
+
+    def fd_check(self) -> GradcheckResult:
+        a = self.args
+        return check(GradcheckArgs(script=self.res.script, args=a.args, iteration=a.iteration, params=a.params,
+                                   objective=a.objective, device=a.device, timeout_s=a.timeout_s, record=False),
+                     self.workspace)
+
+    def tracker(self) -> InstrumentResult:
+        a = self.args
+        return run_tracker(self.workspace, self.script, a.args, iterations=(1 if a.iteration is None else a.iteration) + 1,
+                           timeout_s=a.timeout_s, device=a.device)
+
+    def tape(self, iteration: int | None) -> InspectTapeResult:
+        a = self.args
+        return inspect(self.workspace, self.script, a.args, iteration=iteration, timeout_s=a.timeout_s,
+                       device=a.device, gradcheck_launches=True)
+
+    # ------------------------------------------------------------------ reading the results
+    def blocked(self, run: RunScriptResult) -> DiagnoseResult:
+        """The script cannot run: that is the finding."""
+        res = self.res
+        err = run.error
+        assert err is not None
+        res.blocked = f"{err.kind}: {err.message}"
+        if err.file and err.line:
+            res.blocked += f" ({err.file}:{err.line})"
+        res.summary = _summary(res)
+        res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
+        return res
+
+    def verdict(self, gc: GradcheckResult) -> None:
+        res = self.res
+        res.gradcheck = gc
+        res.signature, res.factor = gc.signature, gc.factor
+        res.gradients_wrong = None if gc.passed is None else (not gc.passed)
+        if gc.forward_nonfinite or (gc.ok and gc.signature == "sparse_subset" and gc.passed is None):
+            # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
+            res.gradients_wrong = False
+
+    def needs_tracker(self) -> bool:
+        """The tracker's records only weigh in the ranking when the gradient may be wrong (with a verified
+        gradient every pattern is an incidental smell), or when a rule reports an overwrite it can confirm."""
+        return self.res.gradients_wrong is not False or any(f.code in _TRACKER_CONFIRMS for f in self.res.findings)
+
+    def rules(self, run: RunScriptResult) -> None:
+        files = sorted({self.workspace / f for f in run.files} | {self.script})
+        self.res.findings = self.stage("rules", lambda: run_rules(files, self.workspace))
+
+    def bisect_if_ambiguous(self) -> None:
+        res, a = self.res, self.args
+        strong = [h for h in res.hypotheses if h.score >= 0.5]
+        if a.bisect == "always" or (a.bisect == "auto" and res.gradients_wrong and not strong
+                                    and res.signature in ("subtly_wrong", "exact_factor")):
+            res.bisect = self.stage("bisect", lambda: bisect_horizon(BisectArgs(
+                script=res.script, args=a.args, iteration=a.iteration, params=a.params, device=a.device,
+                timeout_s=a.timeout_s, record=False), self.workspace))
+            _rank(self.workspace, res)
+
+    def conclude(self) -> DiagnoseResult:
+        res = self.res
+        res.ruled_out = _ruled_out(res)
+        res.summary = _summary(res)
+        res.next_steps = _next_steps(res)
+        res.ok = True
+        self.record("diagnose", res.model_dump(include={"script", "gradients_wrong", "signature", "factor", "summary",
+                                                         "hypotheses", "ruled_out", "timings", "files",
+                                                         "run_cut_short_at"}))
+        return res
+
+
+def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None = None) -> DiagnoseResult:
+    st = _Stages(args, workspace, progress)
+    res = st.res
+    st.say("run")
+    # The plain run, the FD check and the tape inspection look at the same unchanged program and none needs
+    # another's result, so they run side by side; the plain run stops once its trend is read. The tracker
+    # (its own module build) runs only when the evidence gives it something to confirm: as soon as the FD
+    # check finds the gradient wrong, else once the rules are known. On a script that cannot run every stage
+    # fails as fast as it does, and only the plain run's verdict (blocked) is reported.
     with ThreadPoolExecutor(3) as pool:
-        run_future = pool.submit(timed("run", lambda: run_script_in(workspace, script, args.args,
-                                                                    timeout_s=args.timeout_s, device=args.device)))
-        tracker_future = pool.submit(timed("tracker", lambda: run_tracker(
-            workspace, script, args.args, iterations=(1 if args.iteration is None else args.iteration) + 1,
-            timeout_s=args.timeout_s, device=args.device)))
-        tape_future = pool.submit(timed("tape", lambda: tape_at(args.iteration)))
+        run_future = pool.submit(st.timed("run", st.plain_run))
+        tape_future = pool.submit(st.timed("tape", lambda: st.tape(args.iteration)))
         try:
-            gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args,
-                                                                 iteration=args.iteration, params=args.params,
-                                                                 objective=args.objective, device=args.device,
-                                                                 timeout_s=args.timeout_s, record=False), workspace))
-            gc_error = None
+            gc: GradcheckResult | None = st.stage("gradcheck", st.fd_check)
+            gc_error: Exception | None = None
         except Exception as e:  # noqa: BLE001 -- a script that cannot run is reported as blocked, not as this
             gc, gc_error = None, e
+        tracker_future = None
+        if gc is not None and gc.ok and gc.passed is False:
+            tracker_future = pool.submit(st.timed("tracker", st.tracker))
         run = run_future.result()
         res.run, res.files = run, run.files
         res.trajectory = summarize(run.loss_points)
-        if ledger:
-            ledger.append("run", run, tool="diagnose")
+        if res.run_cut_short_at is None:
+            st.record("run", run)  # a cut-short run is not the workflow's run the finish gate compares
         if not run.ok:
-            res.blocked = f"{run.error.kind}: {run.error.message}"
-            if run.error.file and run.error.line:
-                res.blocked += f" ({run.error.file}:{run.error.line})"
-            res.summary = _summary(res)
-            res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
-            return res  # the pool still waits for the other stages, which fail as the script does
-        if gc_error is not None:
-            raise gc_error
-        say("tracker")
-        res.tracker = tracker_future.result()
-        say("tape")
+            return st.blocked(run)  # the pool still waits for the other stages, which fail as the script does
+        if gc is None:
+            raise gc_error or RuntimeError("the FD check returned nothing")
+        st.verdict(gc)
+        st.record("gradcheck", gc)
+        st.rules(run)
+        if tracker_future is None and st.needs_tracker():
+            tracker_future = pool.submit(st.timed("tracker", st.tracker))
+        if tracker_future is not None:
+            st.say("tracker")
+            res.tracker = tracker_future.result()
+        st.say("tape")
         res.tape = tape_future.result()
-    res.gradcheck = gc
-    if ledger:
-        ledger.append("gradcheck", gc, tool="diagnose")
-    res.signature, res.factor = gc.signature, gc.factor
-    res.gradients_wrong = None if gc.passed is None else (not gc.passed)
-    if gc.forward_nonfinite or (gc.ok and gc.signature == "sparse_subset" and gc.passed is None):
-        # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
-        res.gradients_wrong = False
-    if ledger:
-        ledger.append("tracker", res.tracker, tool="diagnose")
+    if res.tracker is not None:
+        st.record("tracker", res.tracker)
     if gc.ok and res.tape.iteration is not None and gc.iteration is not None and gc.iteration != res.tape.iteration:
         # The check moved to another iteration (a NaN born at iteration 0): look at that tape instead.
-        res.tape = stage("tape", lambda: tape_at(gc.iteration))
-    files = sorted({workspace / f for f in run.files} | {script})
-    res.findings = stage("rules", lambda: run_rules(files, workspace))
-    _rank(workspace, res)
-
-    strong = [h for h in res.hypotheses if h.score >= 0.5]
-    if args.bisect == "always" or (args.bisect == "auto" and res.gradients_wrong and not strong
-                                   and res.signature in ("subtly_wrong", "exact_factor")):
-        res.bisect = stage("bisect", lambda: bisect_horizon(BisectArgs(script=res.script, args=args.args,
-                                                                       iteration=args.iteration, params=args.params,
-                                                                       device=args.device, timeout_s=args.timeout_s,
-                                                                       record=False), workspace))
-        _rank(workspace, res)
-    res.ruled_out = _ruled_out(res)
-    res.summary = _summary(res)
-    res.next_steps = _next_steps(res)
-    res.ok = True
-    if ledger:
-        ledger.append("diagnose", res.model_dump(include={"script", "gradients_wrong", "signature", "factor", "summary",
-                                                           "hypotheses", "ruled_out", "timings", "files"}),
-                      tool="diagnose")
-    return res
+        res.tape = st.stage("tape", lambda: st.tape(gc.iteration))
+    _rank(st.workspace, res)
+    st.bisect_if_ambiguous()
+    return st.conclude()
 
 
 def _next_steps(res: DiagnoseResult) -> list[str]:

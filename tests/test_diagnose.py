@@ -28,7 +28,9 @@ def test_a_pingpong_overwrite_is_found_at_its_launch(tmp_path):
     assert ("train.py", line_of(path, "wp.launch(step, N, inputs=[a, v, b, 0.1])")) in top_lines(r)
     assert {e.source for e in r.hypotheses[0].evidence} >= {"tape"}
     assert any("stochastic" in x for x in r.ruled_out)
-    assert set(r.timings) == {"run", "gradcheck", "tracker", "tape", "rules"}
+    # The tape rides on the FD check's capture run; a run of its own only when the check moved to iteration 0.
+    assert {"run", "gradcheck", "tracker", "rules"} <= set(r.timings) <= {"run", "gradcheck", "tracker", "rules", "tape"}
+    assert ("tape" in r.timings) == (r.gradcheck.iteration == 0) and r.tape.iteration == r.gradcheck.iteration
 
 
 def test_a_missing_tape_zero_is_named_with_its_signature(tmp_path):

@@ -3,8 +3,8 @@
 1. run the script (a script that cannot run is the finding: report the blocker and stop); the plain run
    ends once its printed loss shows its trend, unless `full_run`;
 2. the end-to-end FD check (capture) gives the signature;
-3. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin;
-   (1-3 run side by side: none needs another's result);
+3. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin, from the FD
+   check's capture run (1 and 2-3 run side by side: neither needs the other's result);
 4. the quick-check rules over every workspace module the run imported;
 5. the overwrite tracker, parsed, when it has something to confirm: the FD check finds the gradient wrong
    or gives no verdict, or a rule reports an overwrite the tracker can see;
@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .child_process import run_harness
-from .gradcheck import GradcheckArgs, GradcheckResult, check
+from .gradcheck import CaptureRider, GradcheckArgs, GradcheckResult, check, check_capture
 from .horizon import BisectArgs, BisectResult, bisect_horizon
 from .ledger import Ledger
 from .losses import summarize
@@ -35,7 +35,8 @@ from .quickchecks.engine import run_rules
 from .registry import tool
 from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE
-from .tape import InspectTapeResult, inspect
+from .tape import LISTENER as TAPE_LISTENER
+from .tape import LOCALIZE, InspectTapeResult, describe_inspection, inspect
 from .tracker import InstrumentResult, run_tracker
 from .workspace import rel_path, resolve_path
 
@@ -355,6 +356,9 @@ class _Stages:
         self.say: Progress = progress or (lambda _msg: None)
         self.res = DiagnoseResult(ok=False, script=rel_path(self.workspace, self.script))
         self.ledger = Ledger(self.workspace) if args.record else None
+        # What `tape.inspect(..., gradcheck_launches=True)` adds to a capture run, for the FD check's capture run.
+        self.rider = CaptureRider({"listeners": [TAPE_LISTENER, LOCALIZE], "tape_inspect": {"max_tapes": 4},
+                                   "localize": {"gradcheck": True, "nan": True}})
 
     def timed(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
         """`fn` recording its wall time under `name` (it may run on a worker thread)."""
@@ -391,10 +395,21 @@ class _Stages:
         return run
 
     def fd_check(self) -> GradcheckResult:
+        """The FD check; its capture run carries the tape inspection (the same capture-mode run, the same
+        iteration numbering), which `tape_seen` reads back."""
         a = self.args
-        return check(GradcheckArgs(script=self.res.script, args=a.args, iteration=a.iteration, params=a.params,
-                                   objective=a.objective, device=a.device, timeout_s=a.timeout_s, record=False),
-                     self.workspace)
+        gargs = GradcheckArgs(script=self.res.script, args=a.args, iteration=a.iteration, params=a.params,
+                              objective=a.objective, device=a.device, timeout_s=a.timeout_s, record=False)
+        if not self.script.is_file():
+            return check(gargs, self.workspace)  # the tool's own error
+        return check_capture(gargs, self.workspace, self.script, self.rider)
+
+    def tape_seen(self) -> InspectTapeResult:
+        """The tape inspection of the FD check's capture run (a run of its own if the check never ran one)."""
+        out = self.rider.outcome
+        if out is None:
+            return self.stage("tape", lambda: self.tape(self.args.iteration))
+        return describe_inspection(out.process, out.data, self.workspace, self.script, self.args.args)
 
     def tracker(self) -> InstrumentResult:
         a = self.args
@@ -428,10 +443,14 @@ class _Stages:
             # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
             res.gradients_wrong = False
 
+    def overwrite_finding(self) -> bool:
+        """A rule reports an overwrite the tracker can confirm or refute."""
+        return any(f.code in _TRACKER_CONFIRMS for f in self.res.findings)
+
     def needs_tracker(self) -> bool:
         """The tracker's records only weigh in the ranking when the gradient may be wrong (with a verified
         gradient every pattern is an incidental smell), or when a rule reports an overwrite it can confirm."""
-        return self.res.gradients_wrong is not False or any(f.code in _TRACKER_CONFIRMS for f in self.res.findings)
+        return self.res.gradients_wrong is not False or self.overwrite_finding()
 
     def rules(self, run: RunScriptResult) -> None:
         files = sorted({self.workspace / f for f in run.files} | {self.script})
@@ -463,43 +482,36 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
     st = _Stages(args, workspace, progress)
     res = st.res
     st.say("run")
-    # The plain run, the FD check and the tape inspection look at the same unchanged program and none needs
-    # another's result, so they run side by side; the plain run stops once its trend is read. The tracker
-    # (its own module build) runs only when the evidence gives it something to confirm: as soon as the FD
-    # check finds the gradient wrong, else once the rules are known. On a script that cannot run every stage
-    # fails as fast as it does, and only the plain run's verdict (blocked) is reported.
+    # The plain run and the FD check (whose capture run also carries the tape inspection) look at the same
+    # unchanged program and neither needs the other's result, so they run side by side; the plain run stops
+    # once its trend is read. The tracker (its own module build) runs only when the evidence gives it
+    # something to confirm, as soon as that is known: a rule's overwrite finding (the rules need the plain
+    # run's files), or the FD check's verdict. On a script that cannot run every stage fails as fast as it
+    # does, and only the plain run's verdict (blocked) is reported.
     with ThreadPoolExecutor(3) as pool:
         run_future = pool.submit(st.timed("run", st.plain_run))
-        tape_future = pool.submit(st.timed("tape", lambda: st.tape(args.iteration)))
-        try:
-            gc: GradcheckResult | None = st.stage("gradcheck", st.fd_check)
-            gc_error: Exception | None = None
-        except Exception as e:  # noqa: BLE001 -- a script that cannot run is reported as blocked, not as this
-            gc, gc_error = None, e
-        tracker_future = None
-        if gc is not None and gc.ok and gc.passed is False:
-            tracker_future = pool.submit(st.timed("tracker", st.tracker))
+        gc_future = pool.submit(st.timed("gradcheck", st.fd_check))
         run = run_future.result()
         res.run, res.files = run, run.files
         res.trajectory = summarize(run.loss_points)
         if res.run_cut_short_at is None:
             st.record("run", run)  # a cut-short run is not the workflow's run the finish gate compares
         if not run.ok:
-            return st.blocked(run)  # the pool still waits for the other stages, which fail as the script does
-        if gc is None:
-            raise gc_error or RuntimeError("the FD check returned nothing")
-        st.verdict(gc)
-        st.record("gradcheck", gc)
+            return st.blocked(run)  # the pool still waits for the FD check, which fails as the script does
         st.rules(run)
+        tracker_future = pool.submit(st.timed("tracker", st.tracker)) if st.overwrite_finding() else None
+        st.say("gradcheck")
+        st.verdict(gc_future.result())  # an error of the check itself (not of the script) propagates
+        st.record("gradcheck", res.gradcheck)
         if tracker_future is None and st.needs_tracker():
             tracker_future = pool.submit(st.timed("tracker", st.tracker))
+        res.tape = st.tape_seen()
         if tracker_future is not None:
             st.say("tracker")
             res.tracker = tracker_future.result()
-        st.say("tape")
-        res.tape = tape_future.result()
     if res.tracker is not None:
         st.record("tracker", res.tracker)
+    gc = res.gradcheck
     if gc.ok and res.tape.iteration is not None and gc.iteration is not None and gc.iteration != res.tape.iteration:
         # The check moved to another iteration (a NaN born at iteration 0): look at that tape instead.
         res.tape = st.stage("tape", lambda: st.tape(gc.iteration))

@@ -256,14 +256,26 @@ class _Evaluator:
         return ordered  # type: ignore[return-value]
 
 
-def _capture(args: GradcheckArgs, workspace: Path, script: Path, base_cfg: dict[str, Any], res: GradcheckResult):
+class CaptureRider:
+    """Harness listeners that observe the capture run too (diagnose's tape inspection): `config` is merged into
+    the capture run's config (never into the FD evaluations'); `outcome` is the last capture run's."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.outcome: HarnessOutcome | None = None
+
+
+def _capture(args: GradcheckArgs, workspace: Path, script: Path, base_cfg: dict[str, Any], res: GradcheckResult,
+             rider: CaptureRider | None = None):
     """The capture run (with the fallback to iteration 0 when a later iteration's forward is already
     non-finite). Returns (run, data, capture dict)."""
     iteration = args.iteration
     for attempt in range(2):
-        cap_cfg = dict(base_cfg, mode="capture",
+        cap_cfg = dict(base_cfg, **(rider.config if rider else {}), mode="capture",
                        capture={"iteration": iteration, "params": args.params, "objective": args.objective})
         out = run_harness(cap_cfg, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+        if rider is not None:
+            rider.outcome = out
         run = describe_run(out.process, out.data, workspace, script, args.args)
         data = out.data or {}
         cap = data.get("capture") or {}
@@ -318,7 +330,7 @@ def _refusal(args: GradcheckArgs, cap: dict[str, Any], res: GradcheckResult) -> 
     return None
 
 
-def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> GradcheckResult:
+def check_capture(args: GradcheckArgs, workspace: Path, script: Path, rider: CaptureRider | None = None) -> GradcheckResult:
     import time
 
     t0 = time.monotonic()
@@ -328,7 +340,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
     try:
         base_cfg = {"workspace": str(workspace), "script": str(script), "args": list(args.args), "device": args.device,
                     "seed": args.seed, "outdir": str(tmp)}
-        run, data, cap = _capture(args, workspace, script, base_cfg, res)
+        run, data, cap = _capture(args, workspace, script, base_cfg, res, rider)
         res.device, res.warp_version, res.files = data.get("device", ""), data.get("warp_version", ""), data.get("files", {})
         if run.error is not None:
             return _fail(res, f"the script does not run: {run.error.message}", run.error)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -12,8 +12,11 @@ from rich.console import Console
 
 from .core import console, out, rel_to, workspace_for
 
+if TYPE_CHECKING:
+    from ..tools.diagnose import DiagnoseResult
 
-def markdown(r) -> str:
+
+def markdown(r: DiagnoseResult) -> str:
     """The diagnosis as a Markdown report (numbers come from the result, nothing else)."""
     lines = [f"# warpgrad diagnose: `{r.script}`", "", f"**{r.summary}**", ""]
     if r.blocked:
@@ -51,7 +54,7 @@ def markdown(r) -> str:
     return "\n".join(lines)
 
 
-def render(r, con: Console) -> None:
+def render(r: DiagnoseResult, con: Console) -> None:
     colour = {True: "red", False: "green", None: "yellow"}[r.gradients_wrong]
     con.print(f"[bold {colour}]{r.summary}[/]")
     if r.blocked:
@@ -114,9 +117,11 @@ def diagnose_cmd(
 
     ws = workspace_for(script, workspace)
     try:
-        args = DiagnoseArgs(script=rel_to(ws, script), args=list(ctx.args), iteration=iteration, params=param or [],
-                            objective=objective, bisect=bisect, device=device, timeout_s=timeout, record=record,
-                            full_run=full_run)
+        # Validated by the model: the CLI's plain strings (bisect, device) are checked against its Literals.
+        args = DiagnoseArgs.model_validate({
+            "script": rel_to(ws, script), "args": list(ctx.args), "iteration": iteration, "params": param or [],
+            "objective": objective, "bisect": bisect, "device": device, "timeout_s": timeout, "record": record,
+            "full_run": full_run})
         if as_json:
             r = run_diagnose(args, ws)
         else:

@@ -270,12 +270,12 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
                Evidence(source="localization", detail=b.conclusion), "references/verification.md", None)
     # Signature-level hypotheses without a location borrow the best matching rule finding's place.
     hyps = rk.ranked()
-    located = {h.rule: h for h in hyps if h.file and h.line}
-    for h in hyps:
-        if not h.line and h.rule in located:
-            src = located[h.rule]
-            h.file, h.line = src.file, src.line
-    res.hypotheses = [h for h in hyps if h.score >= 0.05][:12]
+    located = {hyp.rule: hyp for hyp in hyps if hyp.file and hyp.line}
+    for hyp in hyps:
+        if not hyp.line and hyp.rule in located:
+            src = located[hyp.rule]
+            hyp.file, hyp.line = src.file, src.line
+    res.hypotheses = [hyp for hyp in hyps if hyp.score >= 0.05][:12]
 
 
 def _ruled_out(res: DiagnoseResult) -> list[str]:
@@ -330,7 +330,7 @@ def _summary(res: DiagnoseResult) -> str:
                          "piecewise-constant objective"}.get(t or "", "")
         if gc is not None and gc.forward_nonfinite:
             return "not a gradient bug: " + gc.explanation
-        if res.signature == "sparse_subset":
+        if gc is not None and res.signature == "sparse_subset":
             return "gradients are not wrong: " + gc.reason
         if res.signature == "zero":
             return ("the gradient is exactly zero and so is the objective's local slope: a piecewise-constant forward, "
@@ -501,8 +501,9 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         st.rules(run)
         tracker_future = pool.submit(st.timed("tracker", st.tracker)) if st.overwrite_finding() else None
         st.say("gradcheck")
-        st.verdict(gc_future.result())  # an error of the check itself (not of the script) propagates
-        st.record("gradcheck", res.gradcheck)
+        gc = gc_future.result()  # an error of the check itself (not of the script) propagates
+        st.verdict(gc)
+        st.record("gradcheck", gc)
         if tracker_future is None and st.needs_tracker():
             tracker_future = pool.submit(st.timed("tracker", st.tracker))
         res.tape = st.tape_seen()
@@ -511,7 +512,6 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
             res.tracker = tracker_future.result()
     if res.tracker is not None:
         st.record("tracker", res.tracker)
-    gc = res.gradcheck
     if gc.ok and res.tape.iteration is not None and gc.iteration is not None and gc.iteration != res.tape.iteration:
         # The check moved to another iteration (a NaN born at iteration 0): look at that tape instead.
         res.tape = st.stage("tape", lambda: st.tape(gc.iteration))

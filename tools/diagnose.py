@@ -35,7 +35,6 @@ from .quickchecks.engine import run_rules
 from .registry import tool
 from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE
-from .tape import LISTENER as TAPE_LISTENER
 from .tape import LOCALIZE, InspectTapeResult, describe_inspection, inspect
 from .tracker import InstrumentResult, run_tracker
 from .workspace import rel_path, resolve_path
@@ -344,6 +343,8 @@ def _summary(res: DiagnoseResult) -> str:
 # tracker can confirm or refute them. Struct fields, `*=` and local vector components are its blind spots.
 _TRACKER_CONFIRMS = frozenset({"WG005", "WG006", "WG017", "WG018"})
 TREND_STOP = "warpgrad.tools.harness.trend_stop:TrendStopListener"
+# tape.LISTENER reporting the first iteration's tape too, for a check that leads with it.
+TAPE_ITERATIONS = "warpgrad.tools.harness.tape_iterations:TapeIterationsListener"
 
 
 class _Stages:
@@ -357,7 +358,7 @@ class _Stages:
         self.res = DiagnoseResult(ok=False, script=rel_path(self.workspace, self.script))
         self.ledger = Ledger(self.workspace) if args.record else None
         # What `tape.inspect(..., gradcheck_launches=True)` adds to a capture run, for the FD check's capture run.
-        self.rider = CaptureRider({"listeners": [TAPE_LISTENER, LOCALIZE], "tape_inspect": {"max_tapes": 4},
+        self.rider = CaptureRider({"listeners": [TAPE_ITERATIONS, LOCALIZE], "tape_inspect": {"max_tapes": 4},
                                    "localize": {"gradcheck": True, "nan": True}})
 
     def timed(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -404,12 +405,19 @@ class _Stages:
             return check(gargs, self.workspace)  # the tool's own error
         return check_capture(gargs, self.workspace, self.script, self.rider)
 
-    def tape_seen(self) -> InspectTapeResult:
-        """The tape inspection of the FD check's capture run (a run of its own if the check never ran one)."""
+    def tape_for(self, gc: GradcheckResult) -> InspectTapeResult:
+        """The tape of the iteration the FD check reports, as its capture run saw it (that run describes the
+        first and the checked iteration); a run of its own only when that run did not see it."""
+        want = gc.iteration if gc.ok else None
         out = self.rider.outcome
-        if out is None:
-            return self.stage("tape", lambda: self.tape(self.args.iteration))
-        return describe_inspection(out.process, out.data, self.workspace, self.script, self.args.args)
+        ti = ((out.data if out is not None else None) or {}).get("tape_inspect") or {}
+        data = out.data if out is not None else None
+        if want is not None and ti.get("iteration") is not None and ti.get("iteration") != want:
+            group = (ti.get("by_iteration") or {}).get(str(want))
+            data = dict(data, tape_inspect=group) if data is not None and group is not None else None
+        if out is None or data is None:
+            return self.stage("tape", lambda: self.tape(want if want is not None else self.args.iteration))
+        return describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
 
     def tracker(self) -> InstrumentResult:
         a = self.args
@@ -506,15 +514,12 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         st.record("gradcheck", gc)
         if tracker_future is None and st.needs_tracker():
             tracker_future = pool.submit(st.timed("tracker", st.tracker))
-        res.tape = st.tape_seen()
+        res.tape = st.tape_for(gc)
         if tracker_future is not None:
             st.say("tracker")
             res.tracker = tracker_future.result()
     if res.tracker is not None:
         st.record("tracker", res.tracker)
-    if gc.ok and res.tape.iteration is not None and gc.iteration is not None and gc.iteration != res.tape.iteration:
-        # The check moved to another iteration (a NaN born at iteration 0): look at that tape instead.
-        res.tape = st.stage("tape", lambda: st.tape(gc.iteration))
     _rank(st.workspace, res)
     st.bisect_if_ambiguous()
     return st.conclude()

@@ -397,7 +397,7 @@ class _Stages:
 
     def fd_check(self) -> GradcheckResult:
         """The FD check; its capture run carries the tape inspection (the same capture-mode run, the same
-        iteration numbering), which `tape_seen` reads back."""
+        iteration numbering), which `tape_for` reads back."""
         a = self.args
         gargs = GradcheckArgs(script=self.res.script, args=a.args, iteration=a.iteration, params=a.params,
                               objective=a.objective, device=a.device, timeout_s=a.timeout_s, record=False)
@@ -410,11 +410,7 @@ class _Stages:
         first and the checked iteration); a run of its own only when that run did not see it."""
         want = gc.iteration if gc.ok else None
         out = self.rider.outcome
-        ti = ((out.data if out is not None else None) or {}).get("tape_inspect") or {}
-        data = out.data if out is not None else None
-        if want is not None and ti.get("iteration") is not None and ti.get("iteration") != want:
-            group = (ti.get("by_iteration") or {}).get(str(want))
-            data = dict(data, tape_inspect=group) if data is not None and group is not None else None
+        data = _tape_of_iteration(out.data, want) if out is not None and out.data is not None else None
         if out is None or data is None:
             return self.stage("tape", lambda: self.tape(want if want is not None else self.args.iteration))
         return describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
@@ -484,6 +480,16 @@ class _Stages:
                                                          "hypotheses", "ruled_out", "timings", "files",
                                                          "run_cut_short_at"}))
         return res
+
+
+def _tape_of_iteration(data: dict[str, Any], want: int | None) -> dict[str, Any] | None:
+    """A capture run's report with the tape inspector's result for iteration `want` (None: the iteration the
+    inspector chose); None when the run did not describe that iteration."""
+    ti = data.get("tape_inspect") or {}
+    if want is None or ti.get("iteration") is None or ti.get("iteration") == want:
+        return data
+    group = (ti.get("by_iteration") or {}).get(str(want))
+    return None if group is None else dict(data, tape_inspect=group)
 
 
 def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None = None) -> DiagnoseResult:

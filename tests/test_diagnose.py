@@ -159,3 +159,22 @@ def test_the_trend_counts_as_read_when_its_label_holds():
     assert settled(["flat"] * 5 + ["improving"] * 5)
     assert not settled(["improving"] * 9 + ["flat"])
     assert settled(["flat", "improving"] * 50)  # one that never settles is read at the cap
+
+
+def test_the_tracker_runs_only_when_it_has_something_to_confirm(tmp_path):
+    from warpgrad.tools.diagnose import _Stages
+    from warpgrad.tools.quickchecks.base import Finding
+
+    def finding(code):
+        return Finding(code=code, name="x", path="train.py", line=3, col=0, message="m", reference="r",
+                       signatures=["subtly_wrong"], severity="warning", confidence="medium")
+
+    st = _Stages(DiagnoseArgs(script="train.py"), tmp_path, None)
+    for wrong in (True, None):
+        st.res.gradients_wrong = wrong
+        assert st.needs_tracker()  # wrong, or no verdict: the tracker may locate the cause
+    st.res.gradients_wrong = False
+    st.res.findings = [finding("WG001"), finding("WG007")]  # neither is an overwrite the tracker can see
+    assert not st.needs_tracker() and not st.overwrite_finding()
+    st.res.findings.append(finding("WG005"))  # a ping-pong rebinding: the tracker confirms or refutes it
+    assert st.needs_tracker() and st.overwrite_finding()

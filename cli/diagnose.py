@@ -125,7 +125,7 @@ def diagnose_cmd(
         if as_json:
             r = run_diagnose(args, ws)
         else:
-            labels = {"run": "running the script", "gradcheck": "FD check (capture + perturbed runs)",
+            labels = {"run": "running the script", "gradcheck": "FD check (capture and tape, then perturbed runs)",
                       "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
                       "rules": "quick-check rules", "bisect": "bisecting the horizon"}
             with console.status("starting...") as status:

@@ -87,7 +87,8 @@ class DiagnoseResult(BaseModel):
     next_steps: list[str] = []
     trajectory: dict[str, Any] = {}
     gradcheck: GradcheckResult | None = None
-    tracker: InstrumentResult | None = None
+    tracker: InstrumentResult | None = Field(None, description="Warp's overwrite tracker; None when it had nothing "
+                                             "to confirm (gradients verified, no overwrite finding) or did not run.")
     tape: InspectTapeResult | None = None
     findings: list[Finding] = []
     bisect: BisectResult | None = None

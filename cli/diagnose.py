@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -12,8 +12,11 @@ from rich.console import Console
 
 from .core import console, out, rel_to, workspace_for
 
+if TYPE_CHECKING:
+    from ..tools.diagnose import DiagnoseResult
 
-def markdown(r) -> str:
+
+def markdown(r: DiagnoseResult) -> str:
     """The diagnosis as a Markdown report (numbers come from the result, nothing else)."""
     lines = [f"# warpgrad diagnose: `{r.script}`", "", f"**{r.summary}**", ""]
     if r.blocked:
@@ -44,11 +47,14 @@ def markdown(r) -> str:
         lines += ["## Ruled out", ""] + [f"- {x}" for x in r.ruled_out] + [""]
     if r.next_steps:
         lines += ["## Next", ""] + [f"- {x}" for x in r.next_steps] + [""]
+    if r.run_cut_short_at is not None:
+        lines += [f"The plain run was stopped after iteration {r.run_cut_short_at}, once its loss showed its trend "
+                  "(`--full-run` runs it to the end).", ""]
     lines += ["## Timings (s)", "", ", ".join(f"{k} {v:.1f}" for k, v in r.timings.items()), ""]
     return "\n".join(lines)
 
 
-def render(r, con: Console) -> None:
+def render(r: DiagnoseResult, con: Console) -> None:
     colour = {True: "red", False: "green", None: "yellow"}[r.gradients_wrong]
     con.print(f"[bold {colour}]{r.summary}[/]")
     if r.blocked:
@@ -80,6 +86,9 @@ def render(r, con: Console) -> None:
             con.print(f"  - {x}")
     for s in r.next_steps:
         con.print(f"[bold]next:[/] {s}")
+    if r.run_cut_short_at is not None:
+        con.print(f"[dim]the plain run stopped after iteration {r.run_cut_short_at}, once its loss showed its trend "
+                  "(--full-run runs it to the end)[/]")
     con.print("[dim]" + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()) + "[/]")
 
 
@@ -94,6 +103,8 @@ def diagnose_cmd(
     timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
     workspace: Annotated[Path | None, typer.Option(help="Workspace root (default: the current folder).")] = None,
     record: Annotated[bool, typer.Option(help="Append the evidence to .warpgrad/ledger.jsonl.")] = True,
+    full_run: Annotated[bool, typer.Option("--full-run", help="Run the script to its end for the loss trajectory "
+                                           "(default: stop once the printed loss shows its trend).")] = False,
     md: Annotated[Path | None, typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -109,14 +120,15 @@ def diagnose_cmd(
     # The stages fork their runs from one warm worker instead of booting Python and Warp for each.
     try:
         with worker_pool():
-            # `--bisect` and `--device` are plain strings; the model validates them and its error names the field.
+            # Validated by the model: the CLI's plain strings (bisect, device) are checked against its Literals.
             args = DiagnoseArgs.model_validate({
                 "script": rel_to(ws, script), "args": list(ctx.args), "iteration": iteration, "params": param or [],
-                "objective": objective, "bisect": bisect, "device": device, "timeout_s": timeout, "record": record})
+                "objective": objective, "bisect": bisect, "device": device, "timeout_s": timeout, "record": record,
+                "full_run": full_run})
             if as_json:
                 r = run_diagnose(args, ws)
             else:
-                labels = {"run": "running the script", "gradcheck": "FD check (capture + perturbed runs)",
+                labels = {"run": "running the script", "gradcheck": "FD check (capture and tape, then perturbed runs)",
                           "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
                           "rules": "quick-check rules", "bisect": "bisecting the horizon"}
                 with console.status("starting...") as status:

@@ -8,12 +8,23 @@ import pytest
 from programs import HEADER, write_program
 
 from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
+from warpgrad.tools.harness.trend_stop import settled
+from warpgrad.tools.tape import inspect
 
 pytestmark = pytest.mark.warp
 
 
 def line_of(path, needle: str) -> int:
     return next(i for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if needle in ln)
+
+
+def without_addresses(x):
+    """A dumped result without memory addresses (they differ between two processes)."""
+    if isinstance(x, dict):
+        return {k: without_addresses(v) for k, v in x.items() if k != "ptr"}
+    if isinstance(x, list):
+        return [without_addresses(v) for v in x]
+    return x
 
 
 def top_lines(r, n=3):
@@ -27,7 +38,11 @@ def test_a_pingpong_overwrite_is_found_at_its_launch(tmp_path):
     assert ("train.py", line_of(path, "wp.launch(step, N, inputs=[a, v, b, 0.1])")) in top_lines(r)
     assert {e.source for e in r.hypotheses[0].evidence} >= {"tape"}
     assert any("stochastic" in x for x in r.ruled_out)
-    assert set(r.timings) == {"run", "gradcheck", "tracker", "tape", "rules"}
+    # The tape rides on the FD check's capture run, which also describes the first iteration the check led with.
+    assert set(r.timings) == {"run", "gradcheck", "tracker", "rules"}
+    assert r.tape.iteration == r.gradcheck.iteration == 0
+    alone = inspect(tmp_path, path, iteration=0, gradcheck_launches=True)
+    assert without_addresses(r.tape.model_dump(exclude={"wall_s"})) == without_addresses(alone.model_dump(exclude={"wall_s"}))
 
 
 def test_a_missing_tape_zero_is_named_with_its_signature(tmp_path):
@@ -90,7 +105,9 @@ def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):
     kinds = [
         json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()
     ]
-    assert kinds == ["run", "gradcheck", "tracker", "diagnose"]
+    # Verified gradients and no overwrite finding: the tracker has nothing to confirm and does not run.
+    assert kinds == ["run", "gradcheck", "diagnose"]
+    assert r.tracker is None and "tracker" not in r.timings and r.run_cut_short_at is None
 
 
 def test_a_script_that_fails_after_the_checked_iteration_is_still_reported_blocked(tmp_path):
@@ -103,3 +120,61 @@ def test_a_script_that_fails_after_the_checked_iteration_is_still_reported_block
     assert not r.ok and r.blocked.startswith("script_raised") and "checkpoint folder missing" in r.blocked
     assert r.gradcheck is None and r.tracker is None and r.hypotheses == []
     assert len(r.run.loss_points) == 4  # the plain run trained to the end before it failed
+
+
+LONG_TRAINING = HEADER.replace("ITERS = 4", "ITERS = 60") + """
+v = wp.array(init_v(), dtype=float, requires_grad=True)
+opt = warp.optim.SGD([v], lr=0.05)
+for it in range(ITERS):
+    xs = [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(STEPS + 1)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for s in range(STEPS):
+            wp.launch(step, N, inputs=[xs[s], v, xs[s + 1], 0.1])
+        wp.launch(loss_k, N, inputs=[xs[STEPS], target], outputs=[loss])
+    tape.backward(loss)
+    opt.step([v.grad])
+    tape.zero()
+    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+"""
+
+
+def test_the_plain_run_stops_once_its_trend_is_read_unless_the_whole_run_is_asked_for(tmp_path):
+    (tmp_path / "train.py").write_text(LONG_TRAINING, encoding="utf-8")
+    cut = run_diagnose(DiagnoseArgs(script="train.py", iteration=0, bisect="never"), tmp_path)
+    full = run_diagnose(DiagnoseArgs(script="train.py", iteration=0, bisect="never", record=False, full_run=True),
+                        tmp_path)
+    assert cut.ok and full.ok and cut.gradients_wrong is False and full.gradients_wrong is False
+    assert cut.run_cut_short_at is not None and cut.run_cut_short_at < 59
+    assert cut.run.loss_points[-1].iteration == cut.run_cut_short_at
+    assert full.run_cut_short_at is None and full.run.loss_points[-1].iteration == 59
+    assert cut.trajectory["trend"] == full.trajectory["trend"] == "improving"
+    kinds = [json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()]
+    assert kinds == ["gradcheck", "diagnose"]  # a cut-short run is not recorded as the workflow's run
+
+
+def test_the_trend_counts_as_read_when_its_label_holds():
+    assert not settled(["improving"] * 9)  # too few points for the oscillation reading
+    assert settled(["flat"] * 5 + ["improving"] * 5)
+    assert not settled(["improving"] * 9 + ["flat"])
+    assert settled(["flat", "improving"] * 50)  # one that never settles is read at the cap
+
+
+def test_the_tracker_runs_only_when_it_has_something_to_confirm(tmp_path):
+    from warpgrad.tools.diagnose import _Stages
+    from warpgrad.tools.quickchecks.base import Finding
+
+    def finding(code):
+        return Finding(code=code, name="x", path="train.py", line=3, col=0, message="m", reference="r",
+                       signatures=["subtly_wrong"], severity="warning", confidence="medium")
+
+    st = _Stages(DiagnoseArgs(script="train.py"), tmp_path, None)
+    for wrong in (True, None):
+        st.res.gradients_wrong = wrong
+        assert st.needs_tracker()  # wrong, or no verdict: the tracker may locate the cause
+    st.res.gradients_wrong = False
+    st.res.findings = [finding("WG001"), finding("WG007")]  # neither is an overwrite the tracker can see
+    assert not st.needs_tracker() and not st.overwrite_finding()
+    st.res.findings.append(finding("WG005"))  # a ping-pong rebinding: the tracker confirms or refutes it
+    assert st.needs_tracker() and st.overwrite_finding()

@@ -1,11 +1,13 @@
 """`diagnose`: the whole measured pipeline without an LLM.
 
-1. run the script (a script that cannot run is the finding: report the blocker and stop);
+1. run the script (a script that cannot run is the finding: report the blocker and stop); the plain run
+   ends once its printed loss shows its trend, unless `full_run`;
 2. the end-to-end FD check (capture) gives the signature;
-3. the overwrite tracker, parsed;
-4. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin;
-   (1-4 run side by side: none needs another's result);
-5. the quick-check rules over every workspace module the run imported;
+3. tape inspection: the recorded launches, their reads and writes, hazards, NaN origin, from the FD
+   check's capture run (1 and 2-3 run side by side: neither needs the other's result);
+4. the quick-check rules over every workspace module the run imported;
+5. the overwrite tracker, parsed, when it has something to confirm: the FD check finds the gradient wrong
+   or gives no verdict, or a rule reports an overwrite the tracker can see;
 6. horizon bisection when the evidence is still ambiguous;
 7. the signature table ranks every finding; the report leads with the most likely cause.
 
@@ -23,16 +25,27 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .gradcheck import GradcheckArgs, GradcheckResult, check
+from .child_process import run_harness
+from .gradcheck import CaptureRider, GradcheckArgs, GradcheckResult, check, check_capture
+from .harness.protocol import (
+    LOCALIZE_LISTENER,
+    TAPE_ITERATIONS_LISTENER,
+    TREND_STOP_LISTENER,
+    CaptureResult,
+    HarnessResult,
+    LocalizeOptions,
+    RunConfig,
+    TapeInspectOptions,
+)
 from .horizon import BisectArgs, BisectResult, bisect_horizon
 from .ledger import Ledger
 from .losses import summarize
 from .quickchecks.base import Finding
 from .quickchecks.engine import run_rules
 from .registry import tool
-from .run_script import RunScriptResult, run_script_in
+from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE, Signature
-from .tape import InspectTapeResult, inspect
+from .tape import InspectTapeResult, describe_inspection, inspect
 from .tracker import InstrumentResult, run_tracker
 from .workspace import rel_path, resolve_path
 
@@ -50,6 +63,8 @@ class DiagnoseArgs(BaseModel):
     device: Literal["cpu"] | None = Field(None, description="'cpu' forces Warp onto the CPU.")
     timeout_s: float = Field(300.0, gt=0, le=3600, description="Wall-clock limit of each run of the script.")
     record: bool = Field(True, description="Append every stage's result to the evidence ledger.")
+    full_run: bool = Field(False, description="Run the script to its end for the loss trajectory (default: stop the "
+                           "plain run once the printed loss shows its trend).")
 
 
 class Evidence(BaseModel):
@@ -82,11 +97,15 @@ class DiagnoseResult(BaseModel):
     next_steps: list[str] = []
     trajectory: dict[str, Any] = {}
     gradcheck: GradcheckResult | None = None
-    tracker: InstrumentResult | None = None
+    tracker: InstrumentResult | None = Field(None, description="Warp's overwrite tracker; None when it had nothing "
+                                             "to confirm (gradients verified, no overwrite finding) or did not run.")
     tape: InspectTapeResult | None = None
     findings: list[Finding] = []
     bisect: BisectResult | None = None
     run: RunScriptResult | None = None
+    run_cut_short_at: int | None = Field(None, description="The plain run was stopped after the loss of this "
+                                         "iteration was printed (its trend was read; `full_run` runs it to the end). "
+                                         "None: it ran to the end.")
     timings: dict[str, float] = {}
     files: dict[str, str] = {}
 
@@ -246,7 +265,7 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
                                 f"non-finite: {no.kernel} at {file}:{line} (arrays {', '.join(no.arrays)})"),
                        "references/quick-checks.md §9a", TABLE[Signature.NAN_INF].next_check)
             for lc in td.gradcheck:
-                if getattr(lc, "passed", True) is False:
+                if lc.passed is False:
                     rk.add(f"kernel {lc.kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
                            "kernel_adjoint", lc.file, lc.line, 0.7,
                            Evidence(source="localization", detail=f"per-launch gradcheck_tape failed for {lc.kernel}"),
@@ -261,19 +280,19 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
                Evidence(source="localization", detail=b.conclusion), "references/verification.md", None)
     # Signature-level hypotheses without a location borrow the best matching rule finding's place.
     hyps = rk.ranked()
-    located = {h.rule: h for h in hyps if h.file and h.line}
-    for h in hyps:
-        if not h.line and h.rule in located:
-            src = located[h.rule]
-            h.file, h.line = src.file, src.line
-    res.hypotheses = [h for h in hyps if h.score >= 0.05][:12]
+    located = {hyp.rule: hyp for hyp in hyps if hyp.file and hyp.line}
+    for hyp in hyps:
+        if not hyp.line and hyp.rule in located:
+            src = located[hyp.rule]
+            hyp.file, hyp.line = src.file, src.line
+    res.hypotheses = [hyp for hyp in hyps if hyp.score >= 0.05][:12]
 
 
 def _ruled_out(res: DiagnoseResult) -> list[str]:
     out = []
     gc = res.gradcheck
     if gc and gc.ok:
-        if not any("unperturbed rerun" in n for n in gc.notes) and not gc.nondeterministic:
+        if not gc.rerun_mismatch and not gc.nondeterministic:
             out.append("a stochastic forward: an unperturbed rerun reproduced the objective exactly")
         if gc.signature != Signature.GROWS_ACROSS_ITERATIONS and (gc.iteration or 0) >= 1:
             out.append(f"gradient accumulation across iterations: no parameter gradient was left nonzero before "
@@ -321,7 +340,7 @@ def _summary(res: DiagnoseResult) -> str:
                          "piecewise-constant objective"}.get(t or "", "")
         if gc is not None and gc.forward_nonfinite:
             return "not a gradient bug: " + gc.explanation
-        if res.signature == Signature.SPARSE_SUBSET:
+        if gc is not None and res.signature == Signature.SPARSE_SUBSET:
             return "gradients are not wrong: " + gc.reason
         if res.signature == Signature.ZERO:
             return ("the gradient is exactly zero and so is the objective's local slope: a piecewise-constant forward, "
@@ -330,108 +349,194 @@ def _summary(res: DiagnoseResult) -> str:
     return f"no verdict on the gradients: {gc.reason if gc else 'the FD check did not run'}"
 
 
-def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None = None) -> DiagnoseResult:
-    workspace = Path(workspace).resolve()
-    script = resolve_path(workspace, args.script)
-    say = progress or (lambda _msg: None)
-    res = DiagnoseResult(ok=False, script=rel_path(workspace, script))
-    ledger = Ledger(workspace) if args.record else None
+# Rules whose finding is an array written after a launch read it in a way Warp's overwrite tracker can see
+# (a rebinding ping-pong, wp.copy onto a read array, a ptr= alias, a retain_grad array written twice): the
+# tracker can confirm or refute them. Struct fields, `*=` and local vector components are its blind spots.
+_TRACKER_CONFIRMS = frozenset({"WG005", "WG006", "WG017", "WG018"})
 
-    def stage(name: str, fn):
-        say(name)
-        t = time.monotonic()
-        try:
-            return fn()
-        finally:
-            res.timings[name] = round(time.monotonic() - t, 2)
 
-    # Every stage that runs the script starts at once: the plain run (its loss trajectory, and whether the
-    # script runs at all), the FD check, the overwrite tracker and the tape inspection look at the same
-    # unchanged program and none depends on another's result. The plain run is the whole training, so for a
-    # long script the others finish inside it; on a script that cannot run they fail as fast as it does,
-    # and only the plain run's verdict (blocked) is reported. The tracker reuses its cached build
-    # (harness `tracker_cache`), so after the first call it costs about one short run.
-    def timed(name: str, fn):
-        def run_timed():
+class _Stages:
+    """One diagnose: the inputs every stage reads, the result they fill, and the timing of each."""
+
+    def __init__(self, args: DiagnoseArgs, workspace: Path, progress: Progress | None) -> None:
+        self.args = args
+        self.workspace = Path(workspace).resolve()
+        self.script = resolve_path(self.workspace, args.script)
+        self.say: Progress = progress or (lambda _msg: None)
+        self.res = DiagnoseResult(ok=False, script=rel_path(self.workspace, self.script))
+        self.ledger = Ledger(self.workspace) if args.record else None
+        # What `tape.inspect(..., gradcheck_launches=True)` adds to a capture run, for the FD check's capture run.
+        self.rider = CaptureRider(listeners=[TAPE_ITERATIONS_LISTENER, LOCALIZE_LISTENER],
+                                  tape_inspect=TapeInspectOptions(max_tapes=4),
+                                  localize=LocalizeOptions(gradcheck=True, nan=True))
+
+    def timed(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """`fn` recording its wall time under `name` (it may run on a worker thread)."""
+        def run() -> Any:
             t = time.monotonic()
             try:
                 return fn()
             finally:
-                res.timings[name] = round(time.monotonic() - t, 2)
-        return run_timed
+                self.res.timings[name] = round(time.monotonic() - t, 2)
+        return run
 
-    def tape_at(iteration: int | None) -> InspectTapeResult:
-        return inspect(workspace, script, args.args, iteration=iteration, timeout_s=args.timeout_s,
-                       device=args.device, gradcheck_launches=True)
+    def stage(self, name: str, fn: Callable[[], Any]) -> Any:
+        self.say(name)
+        return self.timed(name, fn)()
 
-    say("run")
+    def record(self, kind: str, payload: Any) -> None:
+        if self.ledger:
+            self.ledger.append(kind, payload, tool="diagnose")
+
+    # ------------------------------------------------------------------ the stages that run the script
+    def plain_run(self) -> RunScriptResult:
+        """The script as the user runs it: does it run, and the shape of its loss. Unless `full_run`, it ends
+        once the printed trajectory's trend is read (harness `trend_stop`)."""
+        a = self.args
+        cfg = RunConfig(workspace=str(self.workspace), script=str(self.script), args=list(a.args), device=a.device,
+                        listeners=[] if a.full_run else [TREND_STOP_LISTENER])
+        out = run_harness(cfg, HarnessResult, cwd=self.workspace, timeout_s=a.timeout_s, device=a.device)
+        run = describe_run(out.process, out.result, self.workspace, self.script, a.args)
+        stop = out.result.trend_stop if out.result is not None else None
+        if run.ok and stop is not None and stop.stopped:
+            self.res.run_cut_short_at = stop.iteration
+        return run
+
+    def fd_check(self) -> GradcheckResult:
+        """The FD check; its capture run carries the tape inspection (the same capture-mode run, the same
+        iteration numbering), which `tape_for` reads back."""
+        a = self.args
+        gargs = GradcheckArgs(script=self.res.script, args=a.args, iteration=a.iteration, params=a.params,
+                              objective=a.objective, device=a.device, timeout_s=a.timeout_s, record=False)
+        if not self.script.is_file():
+            return check(gargs, self.workspace)  # the tool's own error
+        return check_capture(gargs, self.workspace, self.script, self.rider)
+
+    def tape_for(self, gc: GradcheckResult) -> InspectTapeResult:
+        """The tape of the iteration the FD check reports, as its capture run saw it (that run describes the
+        first and the checked iteration); a run of its own only when that run did not see it."""
+        want = gc.iteration if gc.ok else None
+        out = self.rider.outcome
+        data = _tape_of_iteration(out.result, want) if out is not None and out.result is not None else None
+        if out is None or data is None:
+            return self.stage("tape", lambda: self.tape(want if want is not None else self.args.iteration))
+        return describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
+
+    def tracker(self) -> InstrumentResult:
+        a = self.args
+        return run_tracker(self.workspace, self.script, a.args, iterations=(1 if a.iteration is None else a.iteration) + 1,
+                           timeout_s=a.timeout_s, device=a.device)
+
+    def tape(self, iteration: int | None) -> InspectTapeResult:
+        a = self.args
+        return inspect(self.workspace, self.script, a.args, iteration=iteration, timeout_s=a.timeout_s,
+                       device=a.device, gradcheck_launches=True)
+
+    # ------------------------------------------------------------------ reading the results
+    def blocked(self, run: RunScriptResult) -> DiagnoseResult:
+        """The script cannot run: that is the finding."""
+        res = self.res
+        err = run.error
+        assert err is not None
+        res.blocked = f"{err.kind}: {err.message}"
+        if err.file and err.line:
+            res.blocked += f" ({err.file}:{err.line})"
+        res.summary = _summary(res)
+        res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
+        return res
+
+    def verdict(self, gc: GradcheckResult) -> None:
+        res = self.res
+        res.gradcheck = gc
+        res.signature, res.factor = gc.signature, gc.factor
+        res.gradients_wrong = None if gc.passed is None else (not gc.passed)
+        if gc.forward_nonfinite or (gc.ok and gc.signature == Signature.SPARSE_SUBSET and gc.passed is None):
+            # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
+            res.gradients_wrong = False
+
+    def overwrite_finding(self) -> bool:
+        """A rule reports an overwrite the tracker can confirm or refute."""
+        return any(f.code in _TRACKER_CONFIRMS for f in self.res.findings)
+
+    def needs_tracker(self) -> bool:
+        """The tracker's records only weigh in the ranking when the gradient may be wrong (with a verified
+        gradient every pattern is an incidental smell), or when a rule reports an overwrite it can confirm."""
+        return self.res.gradients_wrong is not False or self.overwrite_finding()
+
+    def rules(self, run: RunScriptResult) -> None:
+        files = sorted({self.workspace / f for f in run.files} | {self.script})
+        self.res.findings = self.stage("rules", lambda: run_rules(files, self.workspace))
+
+    def bisect_if_ambiguous(self) -> None:
+        res, a = self.res, self.args
+        strong = [h for h in res.hypotheses if h.score >= 0.5]
+        if a.bisect == "always" or (a.bisect == "auto" and res.gradients_wrong and not strong
+                                    and res.signature in (Signature.SUBTLY_WRONG, Signature.EXACT_FACTOR)):
+            res.bisect = self.stage("bisect", lambda: bisect_horizon(BisectArgs(
+                script=res.script, args=a.args, iteration=a.iteration, params=a.params, device=a.device,
+                timeout_s=a.timeout_s, record=False), self.workspace))
+            _rank(self.workspace, res)
+
+    def conclude(self) -> DiagnoseResult:
+        res = self.res
+        res.ruled_out = _ruled_out(res)
+        res.summary = _summary(res)
+        res.next_steps = _next_steps(res)
+        res.ok = True
+        self.record("diagnose", res.model_dump(include={"script", "gradients_wrong", "signature", "factor", "summary",
+                                                         "hypotheses", "ruled_out", "timings", "files",
+                                                         "run_cut_short_at"}))
+        return res
+
+
+def _tape_of_iteration(data: CaptureResult, want: int | None) -> CaptureResult | None:
+    """A capture run's report with the tape inspector's result for iteration `want` (None: the iteration the
+    inspector chose); None when the run did not describe that iteration. The tape section stays raw here:
+    `tools/tape.py` validates it where it reads it."""
+    ti = data.tape_inspect or {}
+    if want is None or ti.get("iteration") is None or ti.get("iteration") == want:
+        return data
+    group = (ti.get("by_iteration") or {}).get(str(want))
+    return None if group is None else data.model_copy(update={"tape_inspect": group})
+
+
+def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None = None) -> DiagnoseResult:
+    st = _Stages(args, workspace, progress)
+    res = st.res
+    st.say("run")
+    # The plain run and the FD check (whose capture run also carries the tape inspection) look at the same
+    # unchanged program and neither needs the other's result, so they run side by side; the plain run stops
+    # once its trend is read. The tracker (its own module build) runs only when the evidence gives it
+    # something to confirm, as soon as that is known: a rule's overwrite finding (the rules need the plain
+    # run's files), or the FD check's verdict. On a script that cannot run every stage fails as fast as it
+    # does, and only the plain run's verdict (blocked) is reported.
     with ThreadPoolExecutor(3) as pool:
-        run_future = pool.submit(timed("run", lambda: run_script_in(workspace, script, args.args,
-                                                                    timeout_s=args.timeout_s, device=args.device)))
-        tracker_future = pool.submit(timed("tracker", lambda: run_tracker(
-            workspace, script, args.args, iterations=(1 if args.iteration is None else args.iteration) + 1,
-            timeout_s=args.timeout_s, device=args.device)))
-        tape_future = pool.submit(timed("tape", lambda: tape_at(args.iteration)))
-        try:
-            gc = stage("gradcheck", lambda: check(GradcheckArgs(script=res.script, args=args.args,
-                                                                 iteration=args.iteration, params=args.params,
-                                                                 objective=args.objective, device=args.device,
-                                                                 timeout_s=args.timeout_s, record=False), workspace))
-            gc_error = None
-        except Exception as e:  # noqa: BLE001 -- a script that cannot run is reported as blocked, not as this
-            gc, gc_error = None, e
+        run_future = pool.submit(st.timed("run", st.plain_run))
+        gc_future = pool.submit(st.timed("gradcheck", st.fd_check))
         run = run_future.result()
         res.run, res.files = run, run.files
         res.trajectory = summarize(run.loss_points)
-        if ledger:
-            ledger.append("run", run, tool="diagnose")
+        if res.run_cut_short_at is None:
+            st.record("run", run)  # a cut-short run is not the workflow's run the finish gate compares
         if not run.ok:
-            res.blocked = f"{run.error.kind}: {run.error.message}"
-            if run.error.file and run.error.line:
-                res.blocked += f" ({run.error.file}:{run.error.line})"
-            res.summary = _summary(res)
-            res.next_steps = ["make the script run (the error above), then rerun warpgrad diagnose"]
-            return res  # the pool still waits for the other stages, which fail as the script does
-        if gc_error is not None:
-            raise gc_error
-        say("tracker")
-        res.tracker = tracker_future.result()
-        say("tape")
-        res.tape = tape_future.result()
-    res.gradcheck = gc
-    if ledger:
-        ledger.append("gradcheck", gc, tool="diagnose")
-    res.signature, res.factor = gc.signature, gc.factor
-    res.gradients_wrong = None if gc.passed is None else (not gc.passed)
-    if gc.forward_nonfinite or (gc.ok and gc.signature == Signature.SPARSE_SUBSET and gc.passed is None):
-        # A forward that is already inf, or slopes that differ only at kinks: the gradient is not the bug.
-        res.gradients_wrong = False
-    if ledger:
-        ledger.append("tracker", res.tracker, tool="diagnose")
-    if gc.ok and res.tape.iteration is not None and gc.iteration is not None and gc.iteration != res.tape.iteration:
-        # The check moved to another iteration (a NaN born at iteration 0): look at that tape instead.
-        res.tape = stage("tape", lambda: tape_at(gc.iteration))
-    files = sorted({workspace / f for f in run.files} | {script})
-    res.findings = stage("rules", lambda: run_rules(files, workspace))
-    _rank(workspace, res)
-
-    strong = [h for h in res.hypotheses if h.score >= 0.5]
-    if args.bisect == "always" or (args.bisect == "auto" and res.gradients_wrong and not strong
-                                   and res.signature in (Signature.SUBTLY_WRONG, Signature.EXACT_FACTOR)):
-        res.bisect = stage("bisect", lambda: bisect_horizon(BisectArgs(script=res.script, args=args.args,
-                                                                       iteration=args.iteration, params=args.params,
-                                                                       device=args.device, timeout_s=args.timeout_s,
-                                                                       record=False), workspace))
-        _rank(workspace, res)
-    res.ruled_out = _ruled_out(res)
-    res.summary = _summary(res)
-    res.next_steps = _next_steps(res)
-    res.ok = True
-    if ledger:
-        ledger.append("diagnose", res.model_dump(include={"script", "gradients_wrong", "signature", "factor", "summary",
-                                                           "hypotheses", "ruled_out", "timings", "files"}),
-                      tool="diagnose")
-    return res
+            return st.blocked(run)  # the pool still waits for the FD check, which fails as the script does
+        st.rules(run)
+        tracker_future = pool.submit(st.timed("tracker", st.tracker)) if st.overwrite_finding() else None
+        st.say("gradcheck")
+        gc = gc_future.result()  # an error of the check itself (not of the script) propagates
+        st.verdict(gc)
+        st.record("gradcheck", gc)
+        if tracker_future is None and st.needs_tracker():
+            tracker_future = pool.submit(st.timed("tracker", st.tracker))
+        res.tape = st.tape_for(gc)
+        if tracker_future is not None:
+            st.say("tracker")
+            res.tracker = tracker_future.result()
+    if res.tracker is not None:
+        st.record("tracker", res.tracker)
+    _rank(st.workspace, res)
+    st.bisect_if_ambiguous()
+    return st.conclude()
 
 
 def _next_steps(res: DiagnoseResult) -> list[str]:

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -44,10 +45,12 @@ from .harness.protocol import (
     FdOptions,
     FdResult,
     HarnessResult,
+    LocalizeOptions,
     Perturbation,
     ProbeConfig,
     ProbeOptions,
     ProbeReport,
+    TapeInspectOptions,
 )
 from .ledger import Ledger
 from .losses import parse_losses
@@ -140,6 +143,8 @@ class GradcheckResult(BaseModel):
     iterations: list[int] = Field(default_factory=list, description="Training iterations checked (first and a later "
                                   "one by default).")
     nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
+    rerun_mismatch: bool = Field(False, description="An unperturbed rerun failed or differed from the first run at "
+                                 "all (`nondeterministic`: beyond the tolerance), here or at the other iteration.")
     fd_unresolvable: bool = Field(False, description="The objective's float rounding swamps its change at every step.")
     perturbation_unreached: bool = Field(False, description="The objective never moved under any perturbation.")
     stale_read: bool = Field(False, description="An update applies a gradient read before this iteration's backward.")
@@ -281,15 +286,34 @@ class _Evaluator:
         return ordered  # type: ignore[return-value]
 
 
-def _capture(args: GradcheckArgs, workspace: Path, script: Path, base: CaptureConfig,
-             res: GradcheckResult) -> tuple[RunScriptResult, CaptureResult | None, CaptureReport]:
+@dataclass
+class CaptureRider:
+    """Harness listeners that observe the capture run too (diagnose's tape inspection): their settings go into
+    the capture run's config (never into the FD evaluations'); `outcome` is the last capture run's."""
+
+    listeners: list[str]
+    tape_inspect: TapeInspectOptions | None = None
+    localize: LocalizeOptions | None = None
+    outcome: HarnessOutcome[CaptureResult] | None = None
+
+    def apply(self, cfg: CaptureConfig) -> CaptureConfig:
+        return cfg.model_copy(update={"listeners": [*cfg.listeners, *self.listeners],
+                                      "tape_inspect": self.tape_inspect, "localize": self.localize})
+
+
+def _capture(args: GradcheckArgs, workspace: Path, script: Path, base: CaptureConfig, res: GradcheckResult,
+             rider: CaptureRider | None = None) -> tuple[RunScriptResult, CaptureResult | None, CaptureReport]:
     """The capture run (with the fallback to iteration 0 when a later iteration's forward is already
     non-finite). Returns (run, result, capture section; empty when the run wrote none)."""
     iteration = args.iteration
     for attempt in range(2):
         cap_cfg = base.model_copy(update={"capture": CaptureOptions(iteration=iteration, params=args.params,
                                                                     objective=args.objective)})
+        if rider is not None:
+            cap_cfg = rider.apply(cap_cfg)
         out = run_harness(cap_cfg, CaptureResult, cwd=workspace, timeout_s=args.timeout_s, device=args.device)
+        if rider is not None:
+            rider.outcome = out
         run = describe_run(out.process, out.result, workspace, script, args.args)
         data = out.result
         cap = (data.capture if data is not None else None) or CaptureReport()
@@ -344,7 +368,8 @@ def _refusal(args: GradcheckArgs, cap: CaptureReport, res: GradcheckResult) -> s
     return None
 
 
-def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> GradcheckResult:
+def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
+                  rider: CaptureRider | None = None) -> GradcheckResult:
     import time
 
     t0 = time.monotonic()
@@ -354,7 +379,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path) -> Gradche
     try:
         base = CaptureConfig(workspace=str(workspace), script=str(script), args=list(args.args), device=args.device,
                              seed=args.seed, outdir=str(tmp))
-        run, data, cap = _capture(args, workspace, script, base, res)
+        run, data, cap = _capture(args, workspace, script, base, res, rider)
         res.device, res.warp_version, res.files = _run_facts(data)
         if run.error is not None:
             return _fail(res, f"the script does not run: {run.error.message}", run.error)
@@ -494,6 +519,8 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         report = engine.check_at(*after)
         res.evaluations = engine.evaluations
     b = base.get("eval")
+    res.rerun_mismatch = b is not None and (b.error is not None or (b.objective is not None
+                                                               and b.objective != objective))
     if b is not None and b.error is None and b.objective is not None and b.objective != objective:
         rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
         if rel_diff > 1e-6:
@@ -535,6 +562,7 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     verdict = {True: "passed", False: "failed", None: "no verdict"}
     lead.notes.append(f"iteration {other.iteration} {verdict[other.passed]} ({other.signature}"
                       f"{': ' + other.reason if other.passed is None and other.reason else ''})")
+    lead.rerun_mismatch = lead.rerun_mismatch or other.rerun_mismatch
     for n in other.notes:
         if n not in lead.notes:
             lead.notes.append(n)

@@ -23,6 +23,10 @@ PROTOCOL_VERSION = 1
 TAPE_INSPECT_LISTENER = "warpgrad.tools.harness.tape_listener:TapeInspectListener"
 LOCALIZE_LISTENER = "warpgrad.tools.harness.localize:LocalizeListener"
 TRACKER_LISTENER = "warpgrad.tools.harness.tracker_listener:TrackerListener"
+# The tape inspector that also reports the first iteration's tape (diagnose, when the check leads with it).
+TAPE_ITERATIONS_LISTENER = "warpgrad.tools.harness.tape_iterations:TapeIterationsListener"
+# Ends a plain run once its printed loss trajectory shows its trend (diagnose, unless --full-run).
+TREND_STOP_LISTENER = "warpgrad.tools.harness.trend_stop:TrendStopListener"
 
 
 # ============================================================================================== config
@@ -363,6 +367,15 @@ class BatchEntry(BaseModel):
 ResultStatus = Literal["completed", "error", "no_script", "harness_error"]
 
 
+class TrendStop(Section):
+    """What the plain run's trend watcher (`trend_stop`) saw: whether it ended the run early, and where."""
+
+    stopped: bool = False
+    points: int = 0
+    iteration: int | None = None
+    trend: str | None = None
+
+
 class HarnessResult(BaseModel):
     """The document the child writes to `$WARPGRAD_RESULT`: how the session ended, plus one section per listener.
 
@@ -385,6 +398,7 @@ class HarnessResult(BaseModel):
     probe: ProbeReport | None = None
     tracker: TrackerReport | None = None
     localize: LocalizeReport | None = None
+    trend_stop: TrendStop | None = None
     # Validated where it is read (`warpgrad.tools.tape`, as `TapeInspectReport`): a description the parent
     # cannot read fails the tape inspection, not the whole run.
     tape_inspect: dict[str, Any] | None = None

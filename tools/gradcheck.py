@@ -38,6 +38,7 @@ from .harness.protocol import (
     BatchEntry,
     CaptureConfig,
     CapturedIteration,
+    CapturedParam,
     CaptureOptions,
     CaptureReport,
     CaptureResult,
@@ -437,39 +438,13 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     relative truncation error) a sweep chose at another iteration. Returns the result and its truncation."""
     res.iteration, res.backward_calls = cap.iteration, cap.backward_calls
     res.iterations = [res.iteration] if res.iteration is not None else []
-    missing_role = [p.name for p in cap.params if not p.role]
-    if missing_role:
-        res.notes.append("not used by any taped launch in the iteration, so not perturbed (AD sees no path from "
-                         f"them either): {', '.join(missing_role)}")
-    roles = [(p.role, p) for p in cap.params if p.role]
+    roles = _perturbed_params(res, cap)
     params = [p for _, p in roles]
     if not params:
         return _failed(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
                           "depend on them through the tape (gradient chain cut before the first kernel?)")
-    for p in params:
-        if p.crosscheck:
-            res.notes.append(f"{p.name}: {p.crosscheck}")
-    stale_reads = [p.name for p in params if p.stale_read]
-    res.stale_read = bool(stale_reads)
-    if stale_reads:
-        res.notes.append(f"the update of {', '.join(stale_reads)} applies a stale gradient (read before this "
-                         "iteration's backward, or kept from an earlier iteration; quick-check WG015): the check "
-                         "compares that stale gradient with FD at the current parameters")
+    _name_objective(args, res, cap, factor, params)
     objective = cap.objective
-    seeds = ", ".join(cap.objective_seeds)
-    if args.objective:
-        res.objective = f"variable {args.objective!r} at the update of iteration {res.iteration}"
-        res.objective_kind = "partial"
-    elif factor is not None:
-        res.objective = (f"the loss the script reports in iteration {res.iteration}: {factor:.6g} × the seeded "
-                         f"objective ({seeds})")
-    else:
-        res.objective = f"sum of the losses seeded into backward in iteration {res.iteration} ({seeds})"
-    if not args.objective and res.printed_vs_seeded == "different" and any(
-            "uniform seed" in sd for sd in cap.objective_seeds):
-        res.objective_kind = "partial"  # an implied sum over per-element terms the script does not report
-    res.gradient = "; ".join(f"{p.name}: {p.how}" for p in params)
-    res.objective_value = objective
     if objective is None or not np.isfinite(objective):
         if objective is not None and res.iteration == 0:
             # Non-finite before any update: the forward itself produces it, whatever the gradient does.
@@ -519,18 +494,9 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         report = engine.check_at(*after)
         res.evaluations = engine.evaluations
     b = base.get("eval")
-    res.rerun_mismatch = b is not None and (b.error is not None or (b.objective is not None
-                                                               and b.objective != objective))
-    if b is not None and b.error is None and b.objective is not None and b.objective != objective:
-        rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
-        if rel_diff > 1e-6:
-            res.nondeterministic = True
-            return _finish(res, report, fparams, cap, override=(
-                Signature.INCONCLUSIVE, (f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where "
-                f"the first run gave {objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is "
-                "meaningless until the noise is pinned (seed every RNG, including wp.rand_init seeds and "
-                "np.random.default_rng(), or average a fixed set of samples)")), t0=t0), None
-        res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
+    override = _judge_rerun(res, b, objective)
+    if override is not None:
+        return _finish(res, report, fparams, cap, override=override, t0=t0), None
     if b is not None and b.error is not None:
         return _failed(res, f"the unperturbed rerun failed: {b.error}")
     res.reported_factor = factor
@@ -538,6 +504,64 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward; FD is of the "
                          "printed one")
     return _finish(res, report, fparams, cap, t0=t0), report.trunc_rel
+
+
+def _judge_rerun(res: GradcheckResult, b: fd.Evaluation | None, objective: float) -> tuple[Signature, str] | None:
+    """Compare the unperturbed rerun with the captured objective: the verdict that overrides FD's when the
+    forward is not deterministic (None otherwise; a difference within float noise becomes a note)."""
+    res.rerun_mismatch = b is not None and (b.error is not None or (b.objective is not None
+                                                               and b.objective != objective))
+    if b is None or b.error is not None or b.objective is None or b.objective == objective:
+        return None
+    rel_diff = abs(b.objective - objective) / max(abs(objective), 1e-30)
+    if rel_diff <= 1e-6:
+        res.notes.append(f"an unperturbed rerun differs from the first run by {rel_diff:.1e} (relative)")
+        return None
+    res.nondeterministic = True
+    return Signature.INCONCLUSIVE, (
+        f"the forward is not deterministic: an unperturbed rerun gave {b.objective!r} where the first run gave "
+        f"{objective!r} (relative difference {rel_diff:.2e}). FD of a noisy objective is meaningless until the "
+        "noise is pinned (seed every RNG, including wp.rand_init seeds and np.random.default_rng(), or average a "
+        "fixed set of samples)")
+
+
+def _perturbed_params(res: GradcheckResult, cap: CapturedIteration) -> list[tuple[str, CapturedParam]]:
+    """(role, parameter) for each parameter a taped launch reads; notes on the others, on cross-checks and on
+    stale gradient reads."""
+    missing_role = [p.name for p in cap.params if not p.role]
+    if missing_role:
+        res.notes.append("not used by any taped launch in the iteration, so not perturbed (AD sees no path from "
+                         f"them either): {', '.join(missing_role)}")
+    roles = [(p.role, p) for p in cap.params if p.role]
+    for _, p in roles:
+        if p.crosscheck:
+            res.notes.append(f"{p.name}: {p.crosscheck}")
+    stale_reads = [p.name for _, p in roles if p.stale_read]
+    res.stale_read = bool(stale_reads)
+    if stale_reads:
+        res.notes.append(f"the update of {', '.join(stale_reads)} applies a stale gradient (read before this "
+                         "iteration's backward, or kept from an earlier iteration; quick-check WG015): the check "
+                         "compares that stale gradient with FD at the current parameters")
+    return roles
+
+
+def _name_objective(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIteration, factor: float | None,
+                    params: list[CapturedParam]) -> None:
+    """Say in words which objective FD differentiates and which gradient it is compared with."""
+    seeds = ", ".join(cap.objective_seeds)
+    if args.objective:
+        res.objective = f"variable {args.objective!r} at the update of iteration {res.iteration}"
+        res.objective_kind = "partial"
+    elif factor is not None:
+        res.objective = (f"the loss the script reports in iteration {res.iteration}: {factor:.6g} × the seeded "
+                         f"objective ({seeds})")
+    else:
+        res.objective = f"sum of the losses seeded into backward in iteration {res.iteration} ({seeds})"
+    if not args.objective and res.printed_vs_seeded == "different" and any(
+            "uniform seed" in sd for sd in cap.objective_seeds):
+        res.objective_kind = "partial"  # an implied sum over per-element terms the script does not report
+    res.gradient = "; ".join(f"{p.name}: {p.how}" for p in params)
+    res.objective_value = cap.objective
 
 
 def _failed(res: GradcheckResult, reason: str) -> tuple[GradcheckResult, None]:

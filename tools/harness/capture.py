@@ -20,12 +20,16 @@ parameter at its first use in iteration T, and reports the objective at T's end 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import warp as wp
 
 from . import hooks, warp_compat
+from .protocol import CaptureConfig, FdConfig, FdOptions
+
+if TYPE_CHECKING:
+    from .main import Session
 
 
 def _np(a) -> np.ndarray:
@@ -177,7 +181,7 @@ class RunListener(hooks.Listener):
 
     key = "run"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
         self.launches = 0
         self.taped_launches = 0
@@ -226,16 +230,18 @@ class _Iter:
 class CaptureListener(hooks.Listener):
     key = "capture"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
-        cfg = session.cfg
-        self.mode = cfg["mode"]  # "capture" | "fd"
-        spec = cfg.get("capture", {})
-        self.target: int | None = spec.get("iteration")
-        self.scheme: str = spec.get("scheme", "consume")  # "consume" | "backward"
-        self.param_names: list[str] = spec.get("params", []) or []
-        self.objective_name: str | None = spec.get("objective")
-        self.outdir = Path(cfg.get("outdir", "."))
+        config = session.config
+        if not isinstance(config, (CaptureConfig, FdConfig)):
+            raise TypeError(f"CaptureListener runs in mode capture or fd, not {config.mode!r}")
+        self.mode: Literal["capture", "fd"] = config.mode
+        spec = config.capture
+        self.target: int | None = spec.iteration
+        self.scheme: str = spec.scheme  # "consume" | "backward"
+        self.param_names: list[str] = list(spec.params)
+        self.objective_name: str | None = spec.objective
+        self.outdir = Path(config.outdir or ".")
         self.record_until = (self.target if self.target is not None else 2)
         self.it = 0  # consumption-scheme iteration
         self.bwd = 0  # backward-scheme iteration (index of the next backward call)
@@ -271,8 +277,8 @@ class CaptureListener(hooks.Listener):
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
         self.applied: dict[str, np.ndarray] = {}
-        for p in spec.get("perturb", []):
-            self.perturb[p["role"]] = np.load(p["delta"])
+        for p in spec.perturb if isinstance(spec, FdOptions) else []:
+            self.perturb[p.role] = np.load(p.delta)
 
     # ---------------------------------------------------------------- iteration bookkeeping
     def _cur(self) -> int:

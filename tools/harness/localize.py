@@ -21,15 +21,19 @@ import contextlib
 import io
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import warp as wp
 
 from . import hooks, warp_compat
 from .hooks import safe as _safe
+from .protocol import LocalizeOptions
 from .tape_listener import TapeInspectListener
 from .warp_compat import backward_state
+
+if TYPE_CHECKING:
+    from .main import Session
 
 _ANSI = re.compile(r"\x1b\[\d+m")
 MAX_FULL_SCALARS = 768
@@ -100,14 +104,14 @@ class _Snapshot:
 class LocalizeListener(hooks.Listener):
     key = "localize"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
-        cfg = session.cfg.get("localize") or {}
-        self.nan = bool(cfg.get("nan", True))
-        self.gradcheck = bool(cfg.get("gradcheck", False))
-        self.max_launches = int(cfg.get("max_launches", 24))
-        self.max_per_var = int(cfg.get("max_per_var", 16))
-        self.budget_s = float(cfg.get("budget_s", 60.0))
+        options = session.config.localize or LocalizeOptions()
+        self.nan = options.nan
+        self.gradcheck = options.gradcheck
+        self.max_launches = options.max_launches
+        self.max_per_var = options.max_per_var
+        self.budget_s = options.budget_s
         self.pre: dict[int, Any] = {}
         self.notes: list[str] = []
 

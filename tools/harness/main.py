@@ -82,8 +82,6 @@ class WarpLog:
 class Session:
     def __init__(self, config: SessionMode, log: WarpLog | None = None) -> None:
         self.config = config
-        # The same config as plain data, for listeners that read it by key (the typed one is `config`).
-        self.cfg: dict[str, Any] = config.model_dump(exclude_none=True)
         self.workspace = Path(config.workspace).resolve()
         self.script = Path(config.script).resolve() if config.script else None
         self.listeners: list[Any] = []

@@ -11,13 +11,17 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import warp as wp
 
 from .. import fd
 from . import hooks, warp_compat
+from .protocol import ProbeConfig, ProbeOptions
+
+if TYPE_CHECKING:
+    from .main import Session
 
 
 class ProbeError(Exception):
@@ -31,9 +35,11 @@ def _np(a) -> np.ndarray:
 class ProbeListener(hooks.Listener):
     key = "probe"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
-        self.spec = session.cfg["probe"]
+        if not isinstance(session.config, ProbeConfig):
+            raise TypeError(f"ProbeListener runs in mode probe, not {session.config.mode!r}")
+        self.spec: ProbeOptions = session.config.probe
         self.out: dict[str, Any] = {}
 
     def start(self) -> None:
@@ -66,7 +72,7 @@ class ProbeListener(hooks.Listener):
         return module
 
     def _run(self) -> None:
-        path = Path(self.spec["path"]).resolve()
+        path = Path(self.spec.path).resolve()
         module = self._import_probe(path)
         params = module.params()
         if not isinstance(params, dict) or not params:
@@ -75,7 +81,7 @@ class ProbeListener(hooks.Listener):
             if not isinstance(a, wp.array):
                 raise ProbeError(f"params()[{name!r}] is a {type(a).__name__}, not a wp.array: return the live arrays "
                                  "the program reads, so perturbing them perturbs the program")
-        wanted = self.spec.get("params") or []
+        wanted = self.spec.params
         if wanted:
             missing = [n for n in wanted if n not in params]
             if missing:
@@ -130,8 +136,8 @@ class ProbeListener(hooks.Listener):
             return res
 
         engine = fd.FDEngine(plist, evaluate, base, unit_roundoff=loss_dtype_eps,
-                             n_directions=self.spec.get("directions", 3), seed=self.spec.get("seed", 0))
-        report = engine.check(elements=self.spec.get("elements", 0))
+                             n_directions=self.spec.directions, seed=self.spec.seed)
+        report = engine.check(elements=self.spec.elements)
         self.out["report"] = report.model_dump()
         self.out["grads_nonfinite"] = sum(int(np.count_nonzero(~np.isfinite(p.grad))) for p in plist)
         self.out["all_zero"] = all(not np.any(p.grad) for p in plist)

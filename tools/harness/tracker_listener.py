@@ -9,12 +9,15 @@ loop of 10,000 steps is one record with a count rather than 10,000 log lines.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import tracker_parse as tracker
 from . import hooks, tracker_cache, warp_compat
 from .capture import name_of
 from .hooks import safe as _safe
+
+if TYPE_CHECKING:
+    from .main import Session
 
 MAX_DISTINCT = 200
 
@@ -22,7 +25,7 @@ MAX_DISTINCT = 200
 class TrackerListener(hooks.Listener):
     key = "tracker"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
         self.seen = 0
         self.records: dict[tuple, tracker.TrackerRecord] = {}

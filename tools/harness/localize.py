@@ -28,7 +28,7 @@ import warp as wp
 
 from . import hooks, warp_compat
 from .hooks import safe as _safe
-from .protocol import LocalizeOptions
+from .protocol import LocalizeOptions, LocalizeReport
 from .tape_listener import TapeInspectListener
 from .warp_compat import backward_state
 
@@ -160,8 +160,8 @@ class LocalizeListener(hooks.Listener):
         desc["localize"] = out
         self.pre.pop(id(tape), None)
 
-    def result(self) -> dict[str, Any]:
-        return {"broken": getattr(self, "broken", None), "notes": self.notes}
+    def result(self) -> LocalizeReport:
+        return LocalizeReport(broken=self.broken, notes=self.notes)
 
     # ------------------------------------------------------------------ NaN origin
     def _nan_origin(self, tape, loss, grads) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from .protocol import (
@@ -135,7 +135,8 @@ class Session:
         }
         for listener in self.listeners:
             try:
-                data[listener.key] = listener.result()
+                section = listener.result()  # a protocol model (`Section`), or a dict the parent validates
+                data[listener.key] = section.model_dump() if isinstance(section, BaseModel) else section
             except Exception as e:  # noqa: BLE001 - a broken listener must not hide the others' evidence
                 data[listener.key] = {"listener_error": f"{type(e).__name__}: {e}"}
             broken = getattr(listener, "broken", None)

@@ -11,14 +11,14 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import warp as wp
 
 from .. import fd
 from . import hooks, warp_compat
-from .protocol import ProbeConfig, ProbeOptions
+from .protocol import ProbeConfig, ProbeOptions, ProbeParam, ProbeReport
 
 if TYPE_CHECKING:
     from .main import Session
@@ -32,6 +32,14 @@ def _np(a) -> np.ndarray:
     return hooks.original("numpy")(a) if isinstance(a, wp.array) else np.asarray(a)
 
 
+def _probe_param(p: fd.Param, arr: wp.array) -> ProbeParam:
+    """What the result says of one probe parameter: its AD gradient (in full only when small)."""
+    dtype = arr.dtype.__name__ if hasattr(arr.dtype, "__name__") else arr.dtype
+    return ProbeParam(name=p.name, shape=list(p.value.shape), dtype=str(dtype),
+                      grad=p.grad.tolist() if p.grad.size <= 4096 else None, ad_norm=float(np.linalg.norm(p.grad)),
+                      nonfinite=int(np.count_nonzero(~np.isfinite(p.grad))))
+
+
 class ProbeListener(hooks.Listener):
     key = "probe"
 
@@ -40,7 +48,7 @@ class ProbeListener(hooks.Listener):
         if not isinstance(session.config, ProbeConfig):
             raise TypeError(f"ProbeListener runs in mode probe, not {session.config.mode!r}")
         self.spec: ProbeOptions = session.config.probe
-        self.out: dict[str, Any] = {}
+        self.out = ProbeReport()
 
     def start(self) -> None:
         try:
@@ -103,15 +111,10 @@ class ProbeListener(hooks.Listener):
                 raise ProbeError(f"grad()[{name!r}] has {g.size} entries, params()[{name!r}] has {v.size}")
             plist.append(fd.Param(key=name, name=name, value=v, grad=g.reshape(v.shape)))
         loss_dtype_eps = 2.0**-24
-        self.out.update(
-            base_objective=base, rerun_objective=again, after_grad_objective=after_grad,
-            params=[{"name": p.name, "shape": list(p.value.shape), "dtype": str(params[p.name].dtype.__name__
-                     if hasattr(params[p.name].dtype, "__name__") else params[p.name].dtype), "grad": p.grad.tolist()
-                     if p.grad.size <= 4096 else None, "ad_norm": float(np.linalg.norm(p.grad)),
-                     "nonfinite": int(np.count_nonzero(~np.isfinite(p.grad)))} for p in plist],
-        )
+        self.out.base_objective, self.out.rerun_objective, self.out.after_grad_objective = base, again, after_grad
+        self.out.params = [_probe_param(p, params[p.name]) for p in plist]
         if base != again or base != after_grad:
-            self.out["nondeterministic"] = True
+            self.out.nondeterministic = True
             return
 
         def evaluate(batch):
@@ -138,9 +141,9 @@ class ProbeListener(hooks.Listener):
         engine = fd.FDEngine(plist, evaluate, base, unit_roundoff=loss_dtype_eps,
                              n_directions=self.spec.directions, seed=self.spec.seed)
         report = engine.check(elements=self.spec.elements)
-        self.out["report"] = report.model_dump()
-        self.out["grads_nonfinite"] = sum(int(np.count_nonzero(~np.isfinite(p.grad))) for p in plist)
-        self.out["all_zero"] = all(not np.any(p.grad) for p in plist)
+        self.out.report = report.model_dump()
+        self.out.grads_nonfinite = sum(int(np.count_nonzero(~np.isfinite(p.grad))) for p in plist)
+        self.out.all_zero = all(not np.any(p.grad) for p in plist)
 
     @staticmethod
     def _assign(arr, values: np.ndarray) -> None:
@@ -171,5 +174,5 @@ class ProbeListener(hooks.Listener):
                              "nothing; fix the forward first")
         return out
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ProbeReport:
         return self.out

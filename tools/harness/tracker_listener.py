@@ -15,6 +15,7 @@ from .. import tracker_parse as tracker
 from . import hooks, tracker_cache, warp_compat
 from .capture import name_of
 from .hooks import safe as _safe
+from .protocol import OtherWarning, TrackerReport
 
 if TYPE_CHECKING:
     from .main import Session
@@ -159,19 +160,19 @@ class TrackerListener(hooks.Listener):
     def script_end(self) -> None:
         self._drain(None)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TrackerReport:
         self._drain(None)
-        return {
-            "records": [r.model_dump() for r in self.records.values()],
-            "other_warnings": [{"message": m, "count": c} for m, c in self.other.items()][:50],
-            "taped_launches": self.taped_launches,
-            "taped_kernels": sorted(self.taped_kernels),
-            "taped_copies": self.taped_copies,
-            "backward_calls": self.backward_calls,
-            "dropped": self.dropped,
-            "modules_launched": sorted(self.modules),
-            "log_level_lowered": self.log_level_lowered,
-            "broken": getattr(self, "broken", None),
-            "modules_tracked": sorted(m for m, t in self.modules.items() if t),
-            "modules_reused": sorted(set(tracker_cache.REUSED)),
-        }
+        return TrackerReport(
+            records=list(self.records.values()),
+            other_warnings=[OtherWarning(message=m, count=c) for m, c in self.other.items()][:50],
+            taped_launches=self.taped_launches,
+            taped_kernels=sorted(self.taped_kernels),
+            taped_copies=self.taped_copies,
+            backward_calls=self.backward_calls,
+            dropped=self.dropped,
+            modules_launched=sorted(self.modules),
+            log_level_lowered=self.log_level_lowered,
+            broken=self.broken,
+            modules_tracked=sorted(m for m, t in self.modules.items() if t),
+            modules_reused=sorted(set(tracker_cache.REUSED)),
+        )

@@ -28,7 +28,9 @@ from .protocol import (
     BatchConfig,
     BatchEntry,
     HarnessResult,
+    LogSite,
     SessionMode,
+    WarpLogRecord,
     harness_error,
     result_type,
 )
@@ -49,7 +51,7 @@ class WarpLog:
     """
 
     def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
+        self.records: list[WarpLogRecord] = []
         self.compiled: list[str] = []
 
     def _add(self, level: str, message: str, category: str | None = None) -> None:
@@ -58,12 +60,16 @@ class WarpLog:
         cur = hooks.STATE.current
         site = None
         if cur is not None:
-            site = dict(cur.site)
-            site["kernel"] = getattr(getattr(cur, "kernel", None), "key", None)
-            site["op"] = "copy" if hasattr(cur, "dest") else "launch"
+            site = LogSite(file=cur.site.get("file"), line=cur.site.get("line"), func=cur.site.get("func"),
+                           kernel=getattr(getattr(cur, "kernel", None), "key", None),
+                           op="copy" if isinstance(cur, hooks.CopyCall) else "launch")
         if level == "info" and message.startswith("Module ") and "(compiled)" in message:
             self.compiled.append(message.split()[1])
-        self.records.append({"level": level, "message": str(message), "category": category, "site": site})
+        self.records.append(WarpLogRecord(level=level, message=str(message), category=category, site=site))
+
+    def evidence(self) -> list[dict[str, Any]]:
+        """Warp's warnings and errors, as the result's `warp_log` (the first 500: a loop can repeat one forever)."""
+        return [r.model_dump() for r in self.records if r.level in ("warning", "error")][:500]
 
     def debug(self, msg: str) -> None:
         self._add("debug", msg)
@@ -130,7 +136,7 @@ class Session:
             "device": str(wp.get_device()) if warp_compat.runtime_initialized() else "uninitialized",
             "wall_s": round(time.monotonic() - self.started, 3),
             "files": self.files(),
-            "warp_log": [r for r in self.log.records if r["level"] in ("warning", "error")][:500],
+            "warp_log": self.log.evidence(),
             "compiled_modules": self.log.compiled,
         }
         for listener in self.listeners:
@@ -249,7 +255,7 @@ def _boot_failed(e: Exception, log: WarpLog, started: float) -> None:
         "device": "uninitialized",
         "wall_s": round(time.monotonic() - started, 3),
         "files": {},
-        "warp_log": [r for r in log.records if r["level"] in ("warning", "error")][:500],
+        "warp_log": log.evidence(),
         "compiled_modules": log.compiled,
     }
     path = os.environ.get("WARPGRAD_RESULT")

@@ -52,16 +52,16 @@ class TrackerListener(hooks.Listener):
         new = recs[self.seen:]
         self.seen = len(recs)
         for entry in new:
-            if entry["level"] != "warning":
+            if entry.level != "warning":
                 continue
-            msg = entry["message"]
+            msg = entry.message
             extra: dict[str, Any] = {"iteration": self._iteration()}
             parsed = tracker.parse_message(msg)
             if parsed is None:
                 key = msg.split("\n", 1)[0][:300]
                 self.other[key] = self.other.get(key, 0) + 1
                 continue
-            rec = tracker.record_from(msg, entry.get("site"), extra)
+            rec = tracker.record_from(msg, entry.site.model_dump() if entry.site is not None else None, extra)
             if rec is None:
                 continue
             k = tracker._key(rec)

@@ -27,9 +27,13 @@ from .protocol import (
     PROTOCOL_VERSION,
     BatchConfig,
     BatchEntry,
+    ChildError,
+    ChildErrorKind,
     HarnessResult,
     LogSite,
+    ResultStatus,
     SessionMode,
+    TracebackFrame,
     WarpLogRecord,
     harness_error,
     result_type,
@@ -120,7 +124,7 @@ class Session:
             out[rel.as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
         return out
 
-    def finish(self, status: str, error: dict[str, Any] | None = None) -> None:
+    def finish(self, status: ResultStatus, error: ChildError | None = None) -> None:
         """Write the report and end the process now (the rest of the user's script must not run)."""
         if self.done:
             return
@@ -131,7 +135,7 @@ class Session:
 
         data: dict[str, Any] = {
             "status": status,
-            "error": error,
+            "error": error.model_dump() if error is not None else None,
             "warp_version": wp.__version__,
             "device": str(wp.get_device()) if warp_compat.runtime_initialized() else "uninitialized",
             "wall_s": round(time.monotonic() - self.started, 3),
@@ -195,18 +199,18 @@ def _load(spec: str):
     return getattr(importlib.import_module(mod), name)
 
 
-def _user_traceback(exc: BaseException, script: Path | None) -> list[dict[str, Any]]:
+def _user_traceback(exc: BaseException, script: Path | None) -> list[TracebackFrame]:
     frames = []
     for fs in traceback.extract_tb(exc.__traceback__):
         if "warpgrad" in fs.filename and "/tools/harness/" in fs.filename:
             continue
         if fs.filename.startswith("<frozen") or "/runpy.py" in fs.filename:
             continue
-        frames.append({"file": fs.filename, "line": fs.lineno, "func": fs.name, "code": fs.line})
+        frames.append(TracebackFrame(file=fs.filename, line=fs.lineno, func=fs.name, code=fs.line))
     return frames[-12:]
 
 
-def classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> ChildErrorKind:
     if isinstance(exc, SyntaxError):
         return "syntax_error"
     if isinstance(exc, ModuleNotFoundError):
@@ -397,34 +401,40 @@ def run_session(cfg: SessionMode, log: WarpLog) -> None:
 
     script = session.script
     if script is None:
-        session.finish("no_script", {"kind": "config", "message": "no script given"})
+        session.finish("no_script", ChildError(kind="config", message="no script given"))
         return
     if not script.is_file():
-        session.finish("error", {"kind": "file_not_found", "message": f"script not found: {script}"})
+        session.finish("error", ChildError(kind="file_not_found", message=f"script not found: {script}"))
         return
     sys.argv = [str(script), *cfg.args]
     sys.path.insert(0, str(script.parent))
-    status, error = "completed", None
+    error = _run_script(script)
+    hooks.notify(session.listeners, "script_end")  # a listener failing here is ours: recorded, not fatal
+    session.finish("completed" if error is None else "error", error)
+
+
+def _run_script(script: Path) -> ChildError | None:
+    """Run the user's script as `__main__`; how it failed, or None when it completed (or exited with status 0)."""
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) or e.code is None else 1
         if code not in (0, None):
-            status, error = "error", {"kind": "exit_code", "message": f"the script called sys.exit({e.code!r})", "exit_code": code}
+            return ChildError(kind="exit_code", message=f"the script called sys.exit({e.code!r})", exit_code=code)
     except KeyboardInterrupt:
-        status, error = "error", {"kind": "interrupted", "message": "KeyboardInterrupt"}
+        return ChildError(kind="interrupted", message="KeyboardInterrupt")
     except BaseException as e:  # noqa: BLE001 - the user's failure is the finding; report it instead of dying
-        error = {
-            "kind": classify(e),
-            "type": type(e).__name__,
-            "message": str(e)[:2000],
-            "traceback": _user_traceback(e, script),
-        }
-        if isinstance(e, SyntaxError):
-            error.update(file=e.filename, line=e.lineno)
-        status = "error"
-    hooks.notify(session.listeners, "script_end")  # a listener failing here is ours: recorded, not fatal
-    session.finish(status, error)
+        return user_error(e, script)
+    return None
+
+
+def user_error(e: BaseException, script: Path | None) -> ChildError:
+    """The error of a session whose script (or probe) raised `e`, with the user's frames only."""
+    error = ChildError(kind=classify(e), type=type(e).__name__, message=str(e)[:2000],
+                       traceback=_user_traceback(e, script))
+    if isinstance(e, SyntaxError):
+        error.file, error.line = e.filename, e.lineno
+    return error
 
 
 if __name__ == "__main__":

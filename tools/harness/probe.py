@@ -18,7 +18,7 @@ import warp as wp
 
 from .. import fd
 from . import hooks, warp_compat
-from .protocol import ProbeConfig, ProbeOptions, ProbeParam, ProbeReport
+from .protocol import ChildError, ProbeConfig, ProbeOptions, ProbeParam, ProbeReport
 
 if TYPE_CHECKING:
     from .main import Session
@@ -54,12 +54,11 @@ class ProbeListener(hooks.Listener):
         try:
             self._run()
         except ProbeError as e:
-            self.s.finish("error", {"kind": "bad_probe", "message": str(e)})
+            self.s.finish("error", ChildError(kind="bad_probe", message=str(e)))
         except BaseException as e:  # noqa: BLE001 - the probe or the program raised: report it, with the user's frames
-            from .main import _user_traceback, classify
+            from .main import user_error
 
-            self.s.finish("error", {"kind": classify(e), "type": type(e).__name__, "message": str(e)[:2000],
-                                    "traceback": _user_traceback(e, None)})
+            self.s.finish("error", user_error(e, None))
         self.s.finish("completed")
 
     def _import_probe(self, path: Path) -> ModuleType:

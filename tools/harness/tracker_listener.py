@@ -15,7 +15,7 @@ from .. import tracker_parse as tracker
 from . import hooks, tracker_cache, warp_compat
 from .capture import name_of
 from .hooks import safe as _safe
-from .protocol import OtherWarning, TrackerReport
+from .protocol import OtherWarning, Site, TrackerReport
 
 if TYPE_CHECKING:
     from .main import Session
@@ -31,7 +31,7 @@ class TrackerListener(hooks.Listener):
         self.seen = 0
         self.records: dict[tuple, tracker.TrackerRecord] = {}
         self.other: dict[str, int] = {}
-        self.last_reader: dict[int, dict[str, Any]] = {}
+        self.last_reader: dict[int, Site] = {}  # id(array) -> the call site of the last taped launch that read it
         self.taped_launches = 0
         self.taped_kernels: set[str] = set()
         self.taped_copies = 0
@@ -77,7 +77,7 @@ class TrackerListener(hooks.Listener):
                 rec.array = name_of(arr)
                 rb = self.last_reader.get(id(arr))
                 if rb is not None and parsed.kind != "within_kernel":
-                    rec.read_by = tracker.Site(**rb)
+                    rec.read_by = rb.model_copy()
             self.records[k] = rec
 
     @staticmethod
@@ -98,8 +98,8 @@ class TrackerListener(hooks.Listener):
 
     def _note_reads(self, call: hooks.LaunchCall) -> None:
         access = warp_compat.kernel_arg_access(call.kernel)
-        site = {"file": call.site.get("file"), "line": call.site.get("line"), "func": call.site.get("func"),
-                "kernel": call.kernel.key}
+        site = Site(file=call.site.get("file"), line=call.site.get("line"), func=call.site.get("func"),
+                    kernel=call.kernel.key)
         for i, arg in enumerate(call.args):
             if i < len(access) and access[i][0]:
                 for _, arr in hooks.iter_arrays(arg):
@@ -142,8 +142,8 @@ class TrackerListener(hooks.Listener):
         self._drain(call)
         if call.tape is not None:
             self.taped_copies += 1
-            self.last_reader[id(call.src)] = {"file": call.site.get("file"), "line": call.site.get("line"),
-                                              "func": call.site.get("func"), "kernel": "wp.copy"}
+            self.last_reader[id(call.src)] = Site(file=call.site.get("file"), line=call.site.get("line"),
+                                                  func=call.site.get("func"), kernel="wp.copy")
 
     @_safe
     def after_backward(self, tape, loss, grads) -> None:

@@ -221,3 +221,12 @@ def test_an_unsupported_warp_is_refused_with_both_versions_named(tmp_path):
     assert f"warpgrad supports warp-lang 1.19..2.0 (exclusive; warp-lang>=1.19,<2); this is {data['warp_version']}" \
         in data["error"]["message"]
     assert data["warp_version"].startswith("1.1") and not data["warp_version"].startswith("1.19")
+
+
+def test_the_users_traceback_holds_only_the_users_frames(tmp_path):
+    (tmp_path / "train.py").write_text("def f():\n    raise ValueError('boom')\n\n\nf()\n")
+    out, data = _run_harness_main(tmp_path, RunConfig(workspace=str(tmp_path), script=str(tmp_path / "train.py"))
+                                  .model_dump_json())
+    assert data["status"] == "error" and data["error"]["kind"] == "script_raised", out.stderr
+    frames = [(Path(f["file"]).name, f["line"], f["func"]) for f in data["error"]["traceback"]]
+    assert frames == [("train.py", 5, "<module>"), ("train.py", 2, "f")]  # none of the harness's, wherever it lives

@@ -61,3 +61,17 @@ def test_a_tape_description_the_parent_cannot_read_fails_the_inspection_not_the_
     res = describe_inspection(ProcessResult(argv=["python"], returncode=0), parse_result(raw, CaptureResult),
                               tmp_path, tmp_path / "s.py", [])
     assert not res.ok and "cannot read" in res.reason and res.error is None
+
+
+def test_warp_log_keeps_typed_records_and_writes_only_warnings_and_errors_as_evidence():
+    from warpgrad.tools.harness.main import WarpLog
+
+    log = WarpLog()
+    log.info("Module __main__ 1a2b3c4 load on device 'cpu' took 1.00 ms  (compiled)")
+    log.warning("Array x is being written to but has already been read from in a previous launch.",
+                category=UserWarning)
+    log.debug("chatter")
+    assert log.compiled == ["__main__"] and [r.level for r in log.records] == ["info", "warning", "debug"]
+    assert log.evidence() == [{"level": "warning", "message": "Array x is being written to but has already been read "
+                               "from in a previous launch.", "category": "UserWarning", "site": None}]
+    assert CaptureResult.model_validate({"status": "completed", "warp_log": log.evidence()}).warp_log == log.records[1:2]

@@ -20,12 +20,25 @@ parameter at its first use in iteration T, and reports the objective at T's end 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import warp as wp
 
 from . import hooks, warp_compat
+from .protocol import (
+    CaptureConfig,
+    CapturedIteration,
+    CapturedParam,
+    CaptureReport,
+    FdConfig,
+    FdOptions,
+    FdReport,
+    RunCounts,
+)
+
+if TYPE_CHECKING:
+    from .main import Session
 
 
 def _np(a) -> np.ndarray:
@@ -177,7 +190,7 @@ class RunListener(hooks.Listener):
 
     key = "run"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
         self.launches = 0
         self.taped_launches = 0
@@ -198,11 +211,9 @@ class RunListener(hooks.Listener):
     def optimizer_step(self, opt, grads) -> None:
         self.optimizer_steps += 1
 
-    def result(self) -> dict[str, Any]:
-        return {
-            "launches": self.launches, "taped_launches": self.taped_launches, "tapes": self.tapes,
-            "backward_calls": self.backward_calls, "optimizer_steps": self.optimizer_steps,
-        }
+    def result(self) -> RunCounts:
+        return RunCounts(launches=self.launches, taped_launches=self.taped_launches, tapes=self.tapes,
+                         backward_calls=self.backward_calls, optimizer_steps=self.optimizer_steps)
 
 
 class _Iter:
@@ -226,16 +237,18 @@ class _Iter:
 class CaptureListener(hooks.Listener):
     key = "capture"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
-        cfg = session.cfg
-        self.mode = cfg["mode"]  # "capture" | "fd"
-        spec = cfg.get("capture", {})
-        self.target: int | None = spec.get("iteration")
-        self.scheme: str = spec.get("scheme", "consume")  # "consume" | "backward"
-        self.param_names: list[str] = spec.get("params", []) or []
-        self.objective_name: str | None = spec.get("objective")
-        self.outdir = Path(cfg.get("outdir", "."))
+        config = session.config
+        if not isinstance(config, (CaptureConfig, FdConfig)):
+            raise TypeError(f"CaptureListener runs in mode capture or fd, not {config.mode!r}")
+        self.mode: Literal["capture", "fd"] = config.mode
+        spec = config.capture
+        self.target: int | None = spec.iteration
+        self.scheme: str = spec.scheme  # "consume" | "backward"
+        self.param_names: list[str] = list(spec.params)
+        self.objective_name: str | None = spec.objective
+        self.outdir = Path(config.outdir or ".")
         self.record_until = (self.target if self.target is not None else 2)
         self.it = 0  # consumption-scheme iteration
         self.bwd = 0  # backward-scheme iteration (index of the next backward call)
@@ -271,8 +284,8 @@ class CaptureListener(hooks.Listener):
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
         self.applied: dict[str, np.ndarray] = {}
-        for p in spec.get("perturb", []):
-            self.perturb[p["role"]] = np.load(p["delta"])
+        for p in spec.perturb if isinstance(spec, FdOptions) else []:
+            self.perturb[p.role] = np.load(p.delta)
 
     # ---------------------------------------------------------------- iteration bookkeeping
     def _cur(self) -> int:
@@ -762,27 +775,31 @@ class CaptureListener(hooks.Listener):
                 self.it == self.target else "script end"
 
     # ---------------------------------------------------------------- result
-    def result(self) -> dict[str, Any]:
+    def result(self) -> CaptureReport | FdReport:
         if self.mode == "fd":
-            table = self.iters if self.scheme == "consume" else self.bwd_iters
-            rec = self._at_target(table)
-            obj = None
-            if rec is not None:
-                obj = rec.named_objective if self.objective_name else rec.objective
-                if self.objective_name and obj is None:
-                    obj = self._named_objective()
-            applied = {}
-            for role, d in self.applied.items():
-                path = self.outdir / f"applied_{abs(hash(role))}.npy"
-                np.save(path, d)
-                applied[role] = str(path)
-            return {
-                "objective": obj, "stopped_at": self.stopped_at,
-                "reached": bool(self.stopped_at and self.stopped_at.startswith("iteration")), "applied": applied,
-                "unapplied": sorted(self.perturb), "backward_calls": rec.backward_calls if rec else 0,
-                "notes": self.notes,
-            }
-        scheme = "consume" if self.consumed_any else "backward"
+            return self._fd_report()
+        return self._capture_report()
+
+    def _fd_report(self) -> FdReport:
+        table = self.iters if self.scheme == "consume" else self.bwd_iters
+        rec = self._at_target(table)
+        obj = None
+        if rec is not None:
+            obj = rec.named_objective if self.objective_name else rec.objective
+            if self.objective_name and obj is None:
+                obj = self._named_objective()
+        applied = {}
+        for role, d in self.applied.items():
+            path = self.outdir / f"applied_{abs(hash(role))}.npy"
+            np.save(path, d)
+            applied[role] = str(path)
+        return FdReport(objective=obj, stopped_at=self.stopped_at,
+                        reached=bool(self.stopped_at and self.stopped_at.startswith("iteration")), applied=applied,
+                        unapplied=sorted(self.perturb), backward_calls=rec.backward_calls if rec else 0,
+                        notes=self.notes)
+
+    def _capture_report(self) -> CaptureReport:
+        scheme: Literal["consume", "backward"] = "consume" if self.consumed_any else "backward"
         table = self.iters if scheme == "consume" else self.bwd_iters
         seen = sorted(i for i, r in table.items() if r.params or r.backward_calls)
         complete = [i for i in seen if table[i].params]
@@ -793,25 +810,24 @@ class CaptureListener(hooks.Listener):
         # Every complete recorded iteration is returned: gradcheck checks the first and a later one.
         others = [self._iteration_payload(table[i], f"it{i}_") for i in complete if i != target]
         rec = table.get(target)
-        out = self._iteration_payload(rec, "") if rec is not None else {
-            "iteration": target, "objective": None, "objective_seeds": [], "backward_calls": 0,
-            "nonfinite_loss": False, "stale_grads": {}, "params": []}
+        at_target = self._iteration_payload(rec, "") if rec is not None else \
+            CapturedIteration(iteration=target, backward_calls=0)
         candidates = [n for n in self.leaf_names if n]
-        out.update({
-            "scheme": scheme,
-            "iterations_seen": seen,
-            "other_iterations": others,
-            "boundary_seeds": self._handed_over(table),
-            "unseeded_backward": self.unseeded_backward,
-            "graph_events": sorted(set(self.graph_events)),
-            "seeded_trajectory": [table[i].objective for i in sorted(table) if table[i].backward_calls],
-            "leaf_candidates": candidates[:20],
-            "stopped_at": self.stopped_at,
-            "notes": self.notes,
-        })
-        return out
+        return CaptureReport(
+            **dict(at_target),
+            scheme=scheme,
+            iterations_seen=seen,
+            other_iterations=others,
+            boundary_seeds=self._handed_over(table),
+            unseeded_backward=self.unseeded_backward,
+            graph_events=sorted(set(self.graph_events)),
+            seeded_trajectory=[table[i].objective for i in sorted(table) if table[i].backward_calls],
+            leaf_candidates=candidates[:20],
+            stopped_at=self.stopped_at,
+            notes=self.notes,
+        )
 
-    def _iteration_payload(self, rec: _Iter, prefix: str) -> dict[str, Any]:
+    def _iteration_payload(self, rec: _Iter, prefix: str) -> CapturedIteration:
         params = []
         for k, (oid, p) in enumerate(rec.params.items()):
             role = rec.perturb_at.get(oid, rec.first_use.get(oid))
@@ -819,18 +835,17 @@ class CaptureListener(hooks.Listener):
             reads = p.get("grads") or [p["grad"]]
             np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])
             np.save(vpath, p["value"])
-            params.append({
-                "name": p["name"], "role": role, "how": p["how"], "shape": p["shape"], "dtype": p["dtype"],
-                "numpy_shape": list(p["grad"].shape), "grad_file": str(gpath), "value_file": str(vpath),
-                "requires_grad": p["requires_grad"], "stale_read": bool(p.get("stale_read")),
-                "crosscheck": p.get("crosscheck"),
-            })
-        return {
-            "iteration": rec.index,
-            "objective": rec.named_objective if self.objective_name else rec.objective,
-            "objective_seeds": rec.seeds,
-            "backward_calls": rec.backward_calls,
-            "nonfinite_loss": rec.nonfinite_loss,
-            "stale_grads": self._stale(rec),
-            "params": params,
-        }
+            params.append(CapturedParam(
+                name=p["name"], role=role, how=p["how"], shape=p["shape"], dtype=p["dtype"],
+                numpy_shape=list(p["grad"].shape), grad_file=str(gpath), value_file=str(vpath),
+                requires_grad=p["requires_grad"], stale_read=bool(p.get("stale_read")), crosscheck=p.get("crosscheck"),
+            ))
+        return CapturedIteration(
+            iteration=rec.index,
+            objective=rec.named_objective if self.objective_name else rec.objective,
+            objective_seeds=rec.seeds,
+            backward_calls=rec.backward_calls,
+            nonfinite_loss=rec.nonfinite_loss,
+            stale_grads=self._stale(rec),
+            params=params,
+        )

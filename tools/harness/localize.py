@@ -21,15 +21,29 @@ import contextlib
 import io
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import warp as wp
 
 from . import hooks, warp_compat
 from .hooks import safe as _safe
+from .protocol import (
+    GradcheckRun,
+    GradcheckSkip,
+    GradcheckTableRow,
+    LaunchGradchecks,
+    LocalizeOptions,
+    LocalizeReport,
+    NanReplay,
+    NanStep,
+    TapeLocalization,
+)
 from .tape_listener import TapeInspectListener
 from .warp_compat import backward_state
+
+if TYPE_CHECKING:
+    from .main import Session
 
 _ANSI = re.compile(r"\x1b\[\d+m")
 MAX_FULL_SCALARS = 768
@@ -100,14 +114,14 @@ class _Snapshot:
 class LocalizeListener(hooks.Listener):
     key = "localize"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
-        cfg = session.cfg.get("localize") or {}
-        self.nan = bool(cfg.get("nan", True))
-        self.gradcheck = bool(cfg.get("gradcheck", False))
-        self.max_launches = int(cfg.get("max_launches", 24))
-        self.max_per_var = int(cfg.get("max_per_var", 16))
-        self.budget_s = float(cfg.get("budget_s", 60.0))
+        options = session.config.localize or LocalizeOptions()
+        self.nan = options.nan
+        self.gradcheck = options.gradcheck
+        self.max_launches = options.max_launches
+        self.max_per_var = options.max_per_var
+        self.budget_s = options.budget_s
         self.pre: dict[int, Any] = {}
         self.notes: list[str] = []
 
@@ -137,52 +151,52 @@ class LocalizeListener(hooks.Listener):
         desc = self._desc_for(tape)
         if desc is None:
             return
-        out: dict[str, Any] = {}
-        try:
-            if self.nan:
-                out["nan"] = self._nan_origin(tape, loss, grads)
-            if self.gradcheck:
-                out["gradcheck"] = self._gradcheck(tape)
-        except Exception as e:  # noqa: BLE001 - localization must never break the user's run
-            out["error"] = f"{type(e).__name__}: {e}"
+        # The checks below run unseen by the inspector, so its array ids are final already.
         ti = self._inspector()
         ids = {k: v["id"] for k, v in ti.arrays.items()} if ti is not None else {}
-        for key in ("origin", "forward_origin"):
-            o = (out.get("nan") or {}).get(key)
-            if o:
-                o["arrays"] = [ids.get(a, "?") for a in o["arrays"]]
-        if (out.get("nan") or {}).get("nonfinite_before_backward"):
-            out["nan"]["nonfinite_before_backward"] = [ids.get(a, "?") for a in out["nan"]["nonfinite_before_backward"]]
-        desc["localize"] = out
+        found = TapeLocalization()
+        try:
+            if self.nan:
+                found.nan = self._nan_origin(tape, loss, grads, ids)
+            if self.gradcheck:
+                found.gradcheck = self._gradcheck(tape)
+        except Exception as e:  # noqa: BLE001 - localization must never break the user's run
+            found.error = f"{type(e).__name__}: {e}"
+        desc["localize"] = found.model_dump(by_alias=True)  # the description is plain data (validated by the parent)
         self.pre.pop(id(tape), None)
 
-    def result(self) -> dict[str, Any]:
-        return {"broken": getattr(self, "broken", None), "notes": self.notes}
+    def result(self) -> LocalizeReport:
+        return LocalizeReport(broken=self.broken, notes=self.notes)
 
     # ------------------------------------------------------------------ NaN origin
-    def _nan_origin(self, tape, loss, grads) -> dict[str, Any]:
+    def _nan_origin(self, tape, loss, grads, ids: dict[int, str]) -> NanReplay:
+        """Where the first non-finite value appears, forward and backward; arrays named by `ids` (id(array) -> the
+        description's array id)."""
+        def names(arrays: list) -> list[str]:
+            return [ids.get(id(a), "?") for a in arrays]
+
         entries = list(warp_compat.tape_records(tape))
-        res: dict[str, Any] = {"checked": True, "nonfinite_adjoints": False, "origin": None, "forward_origin": None}
+        res = NanReplay()
         for j, e in enumerate(entries):
             _, outs = _entry_arrays(e)
             bad = [a for a in outs if not _finite(a)]
             if bad:
-                res["forward_origin"] = {"index": j, "arrays": [id(a) for a in bad]}
+                res.forward_origin = NanStep(index=j, arrays=names(bad))
                 break
         all_arrays = [a for e in entries for side in _entry_arrays(e) for a in side]
         if all(a.grad is None or _finite(a.grad) for a in all_arrays):
             return res
-        res["nonfinite_adjoints"] = True
+        res.nonfinite_adjoints = True
         pre = self.pre.get(id(tape))
         if pre is None:
-            res["checked"] = False
+            res.checked = False
             return res
         snap_pre, seeds = pre
         post = _Snapshot(all_arrays + ([loss] if isinstance(loss, wp.array) else []), values=False)
         try:
             snap_pre.restore(values=False)
             stale = [a for a in all_arrays if a.grad is not None and not _finite(a.grad)]
-            res["nonfinite_before_backward"] = list({id(a): None for a in stale})
+            res.nonfinite_before_backward = names(list({id(a): a for a in stale}.values()))
             written = {id(a) for e in entries for a in _entry_arrays(e)[1]}
             with _quiet_harness():
                 # Replay this backward's own contributions: gradients left over from earlier backward calls
@@ -209,7 +223,7 @@ class LocalizeListener(hooks.Listener):
                     hooks.original("backward")(one)
                     bad = [a for a in ins if id(a) in before and not _finite(a.grad)]
                     if bad:
-                        res["origin"] = {"index": j, "arrays": [id(a) for a in bad], "output_adjoints_finite": outs_finite}
+                        res.origin = NanStep(index=j, arrays=names(bad), output_adjoints_finite=outs_finite)
                         break
                 warp_compat.set_tape_records(one, [])
         finally:
@@ -217,18 +231,18 @@ class LocalizeListener(hooks.Listener):
         return res
 
     # ------------------------------------------------------------------ per-launch gradcheck_tape
-    def _gradcheck(self, tape) -> dict[str, Any]:
+    def _gradcheck(self, tape) -> LaunchGradchecks:
         import warp.autograd
 
-        checked: list[dict[str, Any]] = []
-        skipped: list[dict[str, Any]] = []
+        checked: list[GradcheckRun] = []
+        skipped: list[GradcheckSkip] = []
         seen: set[tuple] = set()
         t0 = time.monotonic()
         for j, e in enumerate(warp_compat.tape_records(tape)):
             rec = warp_compat.kernel_record(e)
             if rec is None:
-                skipped.append({"index": j, "reason": "a copy/clone or record_func callable (gradcheck_tape skips these "
-                                                      "silently)"})
+                skipped.append(GradcheckSkip(index=j, reason="a copy/clone or record_func callable (gradcheck_tape "
+                                                             "skips these silently)"))
                 continue
             kernel, outputs, caller = rec.kernel, rec.outputs, rec.caller
             key = (kernel.key, caller.get("file"), caller.get("lineno"))
@@ -237,15 +251,16 @@ class LocalizeListener(hooks.Listener):
             seen.add(key)
             enabled, by = backward_state(kernel)
             if not enabled:
-                skipped.append({"index": j, "kernel": kernel.key, "reason": f"backward disabled ({by} option "
-                                "enable_backward=False); gradcheck_tape skips it silently"})
+                skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason=f"backward disabled ({by} option "
+                                             "enable_backward=False); gradcheck_tape skips it silently"))
                 continue
             if not outputs:
-                skipped.append({"index": j, "kernel": kernel.key, "reason": "launched with no outputs= (everything "
-                                "passed as inputs=): gradcheck_tape raises on it even with raise_exception=False"})
+                skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason="launched with no outputs= (everything "
+                                             "passed as inputs=): gradcheck_tape raises on it even with "
+                                             "raise_exception=False"))
                 continue
             if len(checked) >= self.max_launches or time.monotonic() - t0 > self.budget_s:
-                skipped.append({"index": j, "kernel": kernel.key, "reason": "check budget reached"})
+                skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason="check budget reached"))
                 continue
             ins, outs = _entry_arrays(e)
             per_var = self.max_per_var
@@ -254,15 +269,15 @@ class LocalizeListener(hooks.Listener):
                 # and the check FAILs spuriously, so these are checked in full or not at all.
                 biggest = max(a.size * wp.types.type_size(a.dtype) for a in ins + outs)
                 if biggest > MAX_FULL_SCALARS:
-                    skipped.append({"index": j, "kernel": kernel.key, "reason": (
+                    skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason=(
                         f"vector/matrix arrays of {biggest} scalars: too large to check in full, and Warp's "
-                        "max_inputs_per_var gives NaN finite differences for such dtypes")})
+                        "max_inputs_per_var gives NaN finite differences for such dtypes")))
                     continue
                 per_var = -1
             checked.append(self._check_one(j, rec, warp.autograd, per_var))
-        return {"checked": checked, "skipped": skipped}
+        return LaunchGradchecks(checked=checked, skipped=skipped)
 
-    def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int) -> dict[str, Any]:
+    def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int) -> GradcheckRun:
         kernel, e = launch.kernel, launch.entry
         ins, outs = _entry_arrays(e)
         f64 = all("64" in str(getattr(a.dtype, "__name__", a.dtype)) for a in ins + outs if a.dtype is not None)
@@ -273,15 +288,15 @@ class LocalizeListener(hooks.Listener):
         mags = [float(np.max(np.abs(v.astype(np.float64)))) for _, v, _, _ in snap.items
                 if v is not None and v.size and v.dtype.kind == "f"]
         noise = 0.0 if f64 else 4.0 * 1.2e-7 * max(mags, default=0.0) / eps
-        rec: dict[str, Any] = {"index": j, "kernel": kernel.key, "eps": eps, "atol": atol, "rtol": rtol, "rows": []}
+        rec = GradcheckRun(index=j, kernel=kernel.key, eps=eps, atol=atol, rtol=rtol)
         bad_in = [a for a in ins if not _finite(a)]
         if bad_in:
-            rec["status"] = "nan_inputs"
-            rec["reason"] = ("its inputs already hold NaN/inf values after the forward pass, so neither AD nor FD is "
+            rec.status = "nan_inputs"
+            rec.reason = ("its inputs already hold NaN/inf values after the forward pass, so neither AD nor FD is "
                              "meaningful here: see the forward NaN origin (an earlier update may have diverged; "
                              "inspect iteration 0)")
             return rec
-        def run(step: float) -> tuple[bool, list[dict[str, Any]]]:
+        def run(step: float) -> tuple[bool, list[GradcheckTableRow]]:
             out = io.StringIO()
             with _quiet_harness(), contextlib.redirect_stdout(out):
                 one = wp.Tape()
@@ -294,40 +309,40 @@ class LocalizeListener(hooks.Listener):
             return passed, _parse_table(out.getvalue())
 
         try:
-            ok, rec["rows"] = run(eps)
-            if not ok and not f64 and rec["rows"] and not any(r["pass"] == "NaN" for r in rec["rows"]):
+            ok, rec.rows = run(eps)
+            if not ok and not f64 and rec.rows and not any(r.passed == "NaN" for r in rec.rows):
                 # float32: a wrong adjoint fails at every step size; rounding noise shrinks with a larger one.
-                rec["eps_retry"] = eps * 10.0
-                rec["passed_at_larger_eps"] = run(eps * 10.0)[0]
-            if not rec["rows"]:
-                rec["status"] = "vacuous"
+                rec.eps_retry = eps * 10.0
+                rec.passed_at_larger_eps = run(eps * 10.0)[0]
+            if not rec.rows:
+                rec.status = "vacuous"
                 structs = [v for v in launch.inputs + launch.outputs if warp_compat.is_struct_instance(v)]
-                rec["reason"] = ("arrays passed inside a wp.struct are not checked by gradcheck, " if structs else "") + (
+                rec.reason = ("arrays passed inside a wp.struct are not checked by gradcheck, " if structs else "") + (
                     "no input/output pair with requires_grad=True was checked: gradcheck passes without checking "
                     "anything")
-            elif any(r["pass"] == "NaN" for r in rec["rows"]):
-                rec["status"] = "nan"
+            elif any(r.passed == "NaN" for r in rec.rows):
+                rec.status = "nan"
             elif ok:
-                rec["status"] = "passed"
-            elif rec.get("passed_at_larger_eps"):
-                rec["status"] = "inconclusive"
-                rec["reason"] = (f"fails at eps {eps:g} but passes at eps {eps * 10:g}: float32 finite-difference "
+                rec.status = "passed"
+            elif rec.passed_at_larger_eps:
+                rec.status = "inconclusive"
+                rec.reason = (f"fails at eps {eps:g} but passes at eps {eps * 10:g}: float32 finite-difference "
                                  "rounding, not a wrong adjoint; check in float64 to be sure")
-            elif all(r["pass"] == "PASS" or r["max_abs_error"] <= 10.0 * noise for r in rec["rows"]):
-                rec["status"] = "inconclusive"
-                rec["reason"] = (f"the mismatches are within float32 finite-difference noise (values up to "
+            elif all(r.passed == "PASS" or r.max_abs_error <= 10.0 * noise for r in rec.rows):
+                rec.status = "inconclusive"
+                rec.reason = (f"the mismatches are within float32 finite-difference noise (values up to "
                                  f"{max(mags, default=0.0):.3g}, eps {eps:g}: about {noise:.3g} absolute); check in "
                                  "float64 or on smaller values")
             else:
-                rec["status"] = "failed"
-            rec["fd_noise"] = noise
+                rec.status = "failed"
+            rec.fd_noise = noise
         except Exception as ex:  # noqa: BLE001 - Warp's autograd raises anything; it is the finding
-            rec["status"], rec["reason"] = "error", f"{type(ex).__name__}: {ex}"[:300]
+            rec.status, rec.reason = "error", f"{type(ex).__name__}: {ex}"[:300]
             snap.restore()
         return rec
 
 
-def _parse_table(text: str) -> list[dict[str, Any]]:
+def _parse_table(text: str) -> list[GradcheckTableRow]:
     rows = []
     for line in _ANSI.sub("", text).splitlines():
         cells = [c.strip() for c in line.split(" | ")]
@@ -335,9 +350,9 @@ def _parse_table(text: str) -> list[dict[str, Any]]:
             continue
         cells[-1] = cells[-1].rstrip("|").strip()
         try:
-            rows.append({"input": cells[0], "output": cells[1], "max_abs_error": float(cells[2].split(" at ")[0]),
-                         "ad": float(cells[3]), "fd": float(cells[4]), "max_rel_error": float(cells[5]),
-                         "pass": cells[6]})
-        except ValueError:
+            rows.append(GradcheckTableRow(input=cells[0], output=cells[1], max_abs_error=float(cells[2].split(" at ")[0]),
+                                          ad=float(cells[3]), fd=float(cells[4]), max_rel_error=float(cells[5]),
+                                          passed=cells[6]))
+        except ValueError:  # a line that is not a table row (pydantic's ValidationError is a ValueError too)
             continue
     return rows

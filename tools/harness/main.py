@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from .protocol import (
@@ -27,8 +27,14 @@ from .protocol import (
     PROTOCOL_VERSION,
     BatchConfig,
     BatchEntry,
+    ChildError,
+    ChildErrorKind,
     HarnessResult,
+    LogSite,
+    ResultStatus,
     SessionMode,
+    TracebackFrame,
+    WarpLogRecord,
     harness_error,
     result_type,
 )
@@ -49,7 +55,7 @@ class WarpLog:
     """
 
     def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
+        self.records: list[WarpLogRecord] = []
         self.compiled: list[str] = []
 
     def _add(self, level: str, message: str, category: str | None = None) -> None:
@@ -58,12 +64,16 @@ class WarpLog:
         cur = hooks.STATE.current
         site = None
         if cur is not None:
-            site = dict(cur.site)
-            site["kernel"] = getattr(getattr(cur, "kernel", None), "key", None)
-            site["op"] = "copy" if hasattr(cur, "dest") else "launch"
+            site = LogSite(file=cur.site.get("file"), line=cur.site.get("line"), func=cur.site.get("func"),
+                           kernel=getattr(getattr(cur, "kernel", None), "key", None),
+                           op="copy" if isinstance(cur, hooks.CopyCall) else "launch")
         if level == "info" and message.startswith("Module ") and "(compiled)" in message:
             self.compiled.append(message.split()[1])
-        self.records.append({"level": level, "message": str(message), "category": category, "site": site})
+        self.records.append(WarpLogRecord(level=level, message=str(message), category=category, site=site))
+
+    def evidence(self) -> list[dict[str, Any]]:
+        """Warp's warnings and errors, as the result's `warp_log` (the first 500: a loop can repeat one forever)."""
+        return [r.model_dump() for r in self.records if r.level in ("warning", "error")][:500]
 
     def debug(self, msg: str) -> None:
         self._add("debug", msg)
@@ -82,8 +92,6 @@ class WarpLog:
 class Session:
     def __init__(self, config: SessionMode, log: WarpLog | None = None) -> None:
         self.config = config
-        # The same config as plain data, for listeners that read it by key (the typed one is `config`).
-        self.cfg: dict[str, Any] = config.model_dump(exclude_none=True)
         self.workspace = Path(config.workspace).resolve()
         self.script = Path(config.script).resolve() if config.script else None
         self.listeners: list[Any] = []
@@ -116,7 +124,7 @@ class Session:
             out[rel.as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
         return out
 
-    def finish(self, status: str, error: dict[str, Any] | None = None) -> None:
+    def finish(self, status: ResultStatus, error: ChildError | None = None) -> None:
         """Write the report and end the process now (the rest of the user's script must not run)."""
         if self.done:
             return
@@ -127,17 +135,18 @@ class Session:
 
         data: dict[str, Any] = {
             "status": status,
-            "error": error,
+            "error": error.model_dump() if error is not None else None,
             "warp_version": wp.__version__,
             "device": str(wp.get_device()) if warp_compat.runtime_initialized() else "uninitialized",
             "wall_s": round(time.monotonic() - self.started, 3),
             "files": self.files(),
-            "warp_log": [r for r in self.log.records if r["level"] in ("warning", "error")][:500],
+            "warp_log": self.log.evidence(),
             "compiled_modules": self.log.compiled,
         }
         for listener in self.listeners:
             try:
-                data[listener.key] = listener.result()
+                section = listener.result()  # a protocol model (`Section`), or a dict the parent validates
+                data[listener.key] = section.model_dump() if isinstance(section, BaseModel) else section
             except Exception as e:  # noqa: BLE001 - a broken listener must not hide the others' evidence
                 data[listener.key] = {"listener_error": f"{type(e).__name__}: {e}"}
             broken = getattr(listener, "broken", None)
@@ -190,18 +199,22 @@ def _load(spec: str):
     return getattr(importlib.import_module(mod), name)
 
 
-def _user_traceback(exc: BaseException, script: Path | None) -> list[dict[str, Any]]:
+_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_traceback(exc: BaseException, script: Path | None) -> list[TracebackFrame]:
     frames = []
     for fs in traceback.extract_tb(exc.__traceback__):
-        if "warpgrad" in fs.filename and "/tools/harness/" in fs.filename:
+        # By our own folder, not by name: a source checkout need not live in a folder called "warpgrad".
+        if fs.filename.startswith(_HARNESS_DIR):
             continue
         if fs.filename.startswith("<frozen") or "/runpy.py" in fs.filename:
             continue
-        frames.append({"file": fs.filename, "line": fs.lineno, "func": fs.name, "code": fs.line})
+        frames.append(TracebackFrame(file=fs.filename, line=fs.lineno, func=fs.name, code=fs.line))
     return frames[-12:]
 
 
-def classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> ChildErrorKind:
     if isinstance(exc, SyntaxError):
         return "syntax_error"
     if isinstance(exc, ModuleNotFoundError):
@@ -250,7 +263,7 @@ def _boot_failed(e: Exception, log: WarpLog, started: float) -> None:
         "device": "uninitialized",
         "wall_s": round(time.monotonic() - started, 3),
         "files": {},
-        "warp_log": [r for r in log.records if r["level"] in ("warning", "error")][:500],
+        "warp_log": log.evidence(),
         "compiled_modules": log.compiled,
     }
     path = os.environ.get("WARPGRAD_RESULT")
@@ -396,34 +409,40 @@ def run_session(cfg: SessionMode, log: WarpLog) -> None:
 
     script = session.script
     if script is None:
-        session.finish("no_script", {"kind": "config", "message": "no script given"})
+        session.finish("no_script", ChildError(kind="config", message="no script given"))
         return
     if not script.is_file():
-        session.finish("error", {"kind": "file_not_found", "message": f"script not found: {script}"})
+        session.finish("error", ChildError(kind="file_not_found", message=f"script not found: {script}"))
         return
     sys.argv = [str(script), *cfg.args]
     sys.path.insert(0, str(script.parent))
-    status, error = "completed", None
+    error = _run_script(script)
+    hooks.notify(session.listeners, "script_end")  # a listener failing here is ours: recorded, not fatal
+    session.finish("completed" if error is None else "error", error)
+
+
+def _run_script(script: Path) -> ChildError | None:
+    """Run the user's script as `__main__`; how it failed, or None when it completed (or exited with status 0)."""
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) or e.code is None else 1
         if code not in (0, None):
-            status, error = "error", {"kind": "exit_code", "message": f"the script called sys.exit({e.code!r})", "exit_code": code}
+            return ChildError(kind="exit_code", message=f"the script called sys.exit({e.code!r})", exit_code=code)
     except KeyboardInterrupt:
-        status, error = "error", {"kind": "interrupted", "message": "KeyboardInterrupt"}
+        return ChildError(kind="interrupted", message="KeyboardInterrupt")
     except BaseException as e:  # noqa: BLE001 - the user's failure is the finding; report it instead of dying
-        error = {
-            "kind": classify(e),
-            "type": type(e).__name__,
-            "message": str(e)[:2000],
-            "traceback": _user_traceback(e, script),
-        }
-        if isinstance(e, SyntaxError):
-            error.update(file=e.filename, line=e.lineno)
-        status = "error"
-    hooks.notify(session.listeners, "script_end")  # a listener failing here is ours: recorded, not fatal
-    session.finish(status, error)
+        return user_error(e, script)
+    return None
+
+
+def user_error(e: BaseException, script: Path | None) -> ChildError:
+    """The error of a session whose script (or probe) raised `e`, with the user's frames only."""
+    error = ChildError(kind=classify(e), type=type(e).__name__, message=str(e)[:2000],
+                       traceback=_user_traceback(e, script))
+    if isinstance(e, SyntaxError):
+        error.file, error.line = e.filename, e.lineno
+    return error
 
 
 if __name__ == "__main__":

@@ -11,13 +11,17 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import warp as wp
 
 from .. import fd
 from . import hooks, warp_compat
+from .protocol import ChildError, ProbeConfig, ProbeOptions, ProbeParam, ProbeReport
+
+if TYPE_CHECKING:
+    from .main import Session
 
 
 class ProbeError(Exception):
@@ -28,24 +32,33 @@ def _np(a) -> np.ndarray:
     return hooks.original("numpy")(a) if isinstance(a, wp.array) else np.asarray(a)
 
 
+def _probe_param(p: fd.Param, arr: wp.array) -> ProbeParam:
+    """What the result says of one probe parameter: its AD gradient (in full only when small)."""
+    dtype = arr.dtype.__name__ if hasattr(arr.dtype, "__name__") else arr.dtype
+    return ProbeParam(name=p.name, shape=list(p.value.shape), dtype=str(dtype),
+                      grad=p.grad.tolist() if p.grad.size <= 4096 else None, ad_norm=float(np.linalg.norm(p.grad)),
+                      nonfinite=int(np.count_nonzero(~np.isfinite(p.grad))))
+
+
 class ProbeListener(hooks.Listener):
     key = "probe"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
-        self.spec = session.cfg["probe"]
-        self.out: dict[str, Any] = {}
+        if not isinstance(session.config, ProbeConfig):
+            raise TypeError(f"ProbeListener runs in mode probe, not {session.config.mode!r}")
+        self.spec: ProbeOptions = session.config.probe
+        self.out = ProbeReport()
 
     def start(self) -> None:
         try:
             self._run()
         except ProbeError as e:
-            self.s.finish("error", {"kind": "bad_probe", "message": str(e)})
+            self.s.finish("error", ChildError(kind="bad_probe", message=str(e)))
         except BaseException as e:  # noqa: BLE001 - the probe or the program raised: report it, with the user's frames
-            from .main import _user_traceback, classify
+            from .main import user_error
 
-            self.s.finish("error", {"kind": classify(e), "type": type(e).__name__, "message": str(e)[:2000],
-                                    "traceback": _user_traceback(e, None)})
+            self.s.finish("error", user_error(e, None))
         self.s.finish("completed")
 
     def _import_probe(self, path: Path) -> ModuleType:
@@ -66,7 +79,7 @@ class ProbeListener(hooks.Listener):
         return module
 
     def _run(self) -> None:
-        path = Path(self.spec["path"]).resolve()
+        path = Path(self.spec.path).resolve()
         module = self._import_probe(path)
         params = module.params()
         if not isinstance(params, dict) or not params:
@@ -75,7 +88,7 @@ class ProbeListener(hooks.Listener):
             if not isinstance(a, wp.array):
                 raise ProbeError(f"params()[{name!r}] is a {type(a).__name__}, not a wp.array: return the live arrays "
                                  "the program reads, so perturbing them perturbs the program")
-        wanted = self.spec.get("params") or []
+        wanted = self.spec.params
         if wanted:
             missing = [n for n in wanted if n not in params]
             if missing:
@@ -97,15 +110,10 @@ class ProbeListener(hooks.Listener):
                 raise ProbeError(f"grad()[{name!r}] has {g.size} entries, params()[{name!r}] has {v.size}")
             plist.append(fd.Param(key=name, name=name, value=v, grad=g.reshape(v.shape)))
         loss_dtype_eps = 2.0**-24
-        self.out.update(
-            base_objective=base, rerun_objective=again, after_grad_objective=after_grad,
-            params=[{"name": p.name, "shape": list(p.value.shape), "dtype": str(params[p.name].dtype.__name__
-                     if hasattr(params[p.name].dtype, "__name__") else params[p.name].dtype), "grad": p.grad.tolist()
-                     if p.grad.size <= 4096 else None, "ad_norm": float(np.linalg.norm(p.grad)),
-                     "nonfinite": int(np.count_nonzero(~np.isfinite(p.grad)))} for p in plist],
-        )
+        self.out.base_objective, self.out.rerun_objective, self.out.after_grad_objective = base, again, after_grad
+        self.out.params = [_probe_param(p, params[p.name]) for p in plist]
         if base != again or base != after_grad:
-            self.out["nondeterministic"] = True
+            self.out.nondeterministic = True
             return
 
         def evaluate(batch):
@@ -130,11 +138,11 @@ class ProbeListener(hooks.Listener):
             return res
 
         engine = fd.FDEngine(plist, evaluate, base, unit_roundoff=loss_dtype_eps,
-                             n_directions=self.spec.get("directions", 3), seed=self.spec.get("seed", 0))
-        report = engine.check(elements=self.spec.get("elements", 0))
-        self.out["report"] = report.model_dump()
-        self.out["grads_nonfinite"] = sum(int(np.count_nonzero(~np.isfinite(p.grad))) for p in plist)
-        self.out["all_zero"] = all(not np.any(p.grad) for p in plist)
+                             n_directions=self.spec.directions, seed=self.spec.seed)
+        report = engine.check(elements=self.spec.elements)
+        self.out.report = report.model_dump()
+        self.out.grads_nonfinite = sum(int(np.count_nonzero(~np.isfinite(p.grad))) for p in plist)
+        self.out.all_zero = all(not np.any(p.grad) for p in plist)
 
     @staticmethod
     def _assign(arr, values: np.ndarray) -> None:
@@ -165,5 +173,5 @@ class ProbeListener(hooks.Listener):
                              "nothing; fix the forward first")
         return out
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ProbeReport:
         return self.out

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import warp as wp
@@ -35,6 +35,9 @@ from . import hooks, warp_compat
 from .capture import CaptureListener, name_of
 from .hooks import safe as _safe
 from .warp_compat import backward_state
+
+if TYPE_CHECKING:
+    from .main import Session
 
 MAX_TAPES = 4
 MAX_LAUNCHES = 5000
@@ -69,7 +72,7 @@ def _stamp_of(entry) -> dict[str, Any]:
 class TapeInspectListener(hooks.Listener):
     key = "tape_inspect"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
         self.arrays: dict[int, dict[str, Any]] = {}
         self.keep: dict[int, Any] = {}  # keeps described arrays alive so ids are not reused
@@ -83,7 +86,8 @@ class TapeInspectListener(hooks.Listener):
         self.pending_copy: dict[int, dict[str, Any]] = {}
         self.by_rid: dict[str, Any] = {}  # "a3" -> the array
         self._pending: dict[str, Any] | None = None
-        self.max_tapes = int((session.cfg.get("tape_inspect") or {}).get("max_tapes", MAX_TAPES))
+        options = session.config.tape_inspect
+        self.max_tapes = options.max_tapes if options is not None else MAX_TAPES
 
     # ------------------------------------------------------------------ iteration numbering (capture's)
     def _cap(self) -> CaptureListener | None:

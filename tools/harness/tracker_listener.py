@@ -9,12 +9,16 @@ loop of 10,000 steps is one record with a count rather than 10,000 log lines.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import tracker_parse as tracker
 from . import hooks, tracker_cache, warp_compat
 from .capture import name_of
 from .hooks import safe as _safe
+from .protocol import OtherWarning, Site, TrackerReport
+
+if TYPE_CHECKING:
+    from .main import Session
 
 MAX_DISTINCT = 200
 
@@ -22,12 +26,12 @@ MAX_DISTINCT = 200
 class TrackerListener(hooks.Listener):
     key = "tracker"
 
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
         self.seen = 0
         self.records: dict[tuple, tracker.TrackerRecord] = {}
         self.other: dict[str, int] = {}
-        self.last_reader: dict[int, dict[str, Any]] = {}
+        self.last_reader: dict[int, Site] = {}  # id(array) -> the call site of the last taped launch that read it
         self.taped_launches = 0
         self.taped_kernels: set[str] = set()
         self.taped_copies = 0
@@ -48,16 +52,16 @@ class TrackerListener(hooks.Listener):
         new = recs[self.seen:]
         self.seen = len(recs)
         for entry in new:
-            if entry["level"] != "warning":
+            if entry.level != "warning":
                 continue
-            msg = entry["message"]
+            msg = entry.message
             extra: dict[str, Any] = {"iteration": self._iteration()}
             parsed = tracker.parse_message(msg)
             if parsed is None:
                 key = msg.split("\n", 1)[0][:300]
                 self.other[key] = self.other.get(key, 0) + 1
                 continue
-            rec = tracker.record_from(msg, entry.get("site"), extra)
+            rec = tracker.record_from(msg, entry.site.model_dump() if entry.site is not None else None, extra)
             if rec is None:
                 continue
             k = tracker._key(rec)
@@ -73,7 +77,7 @@ class TrackerListener(hooks.Listener):
                 rec.array = name_of(arr)
                 rb = self.last_reader.get(id(arr))
                 if rb is not None and parsed.kind != "within_kernel":
-                    rec.read_by = tracker.Site(**rb)
+                    rec.read_by = rb.model_copy()
             self.records[k] = rec
 
     @staticmethod
@@ -94,8 +98,8 @@ class TrackerListener(hooks.Listener):
 
     def _note_reads(self, call: hooks.LaunchCall) -> None:
         access = warp_compat.kernel_arg_access(call.kernel)
-        site = {"file": call.site.get("file"), "line": call.site.get("line"), "func": call.site.get("func"),
-                "kernel": call.kernel.key}
+        site = Site(file=call.site.get("file"), line=call.site.get("line"), func=call.site.get("func"),
+                    kernel=call.kernel.key)
         for i, arg in enumerate(call.args):
             if i < len(access) and access[i][0]:
                 for _, arr in hooks.iter_arrays(arg):
@@ -138,8 +142,8 @@ class TrackerListener(hooks.Listener):
         self._drain(call)
         if call.tape is not None:
             self.taped_copies += 1
-            self.last_reader[id(call.src)] = {"file": call.site.get("file"), "line": call.site.get("line"),
-                                              "func": call.site.get("func"), "kernel": "wp.copy"}
+            self.last_reader[id(call.src)] = Site(file=call.site.get("file"), line=call.site.get("line"),
+                                                  func=call.site.get("func"), kernel="wp.copy")
 
     @_safe
     def after_backward(self, tape, loss, grads) -> None:
@@ -156,19 +160,19 @@ class TrackerListener(hooks.Listener):
     def script_end(self) -> None:
         self._drain(None)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TrackerReport:
         self._drain(None)
-        return {
-            "records": [r.model_dump() for r in self.records.values()],
-            "other_warnings": [{"message": m, "count": c} for m, c in self.other.items()][:50],
-            "taped_launches": self.taped_launches,
-            "taped_kernels": sorted(self.taped_kernels),
-            "taped_copies": self.taped_copies,
-            "backward_calls": self.backward_calls,
-            "dropped": self.dropped,
-            "modules_launched": sorted(self.modules),
-            "log_level_lowered": self.log_level_lowered,
-            "broken": getattr(self, "broken", None),
-            "modules_tracked": sorted(m for m, t in self.modules.items() if t),
-            "modules_reused": sorted(set(tracker_cache.REUSED)),
-        }
+        return TrackerReport(
+            records=list(self.records.values()),
+            other_warnings=[OtherWarning(message=m, count=c) for m, c in self.other.items()][:50],
+            taped_launches=self.taped_launches,
+            taped_kernels=sorted(self.taped_kernels),
+            taped_copies=self.taped_copies,
+            backward_calls=self.backward_calls,
+            dropped=self.dropped,
+            modules_launched=sorted(self.modules),
+            log_level_lowered=self.log_level_lowered,
+            broken=self.broken,
+            modules_tracked=sorted(m for m, t in self.modules.items() if t),
+            modules_reused=sorted(set(tracker_cache.REUSED)),
+        )

@@ -202,15 +202,16 @@ OLD_WARP_PYTHON = Path(os.environ.get("WARPGRAD_OLD_WARP_VENV", "/work/venv-warp
 
 @pytest.mark.skipif(not OLD_WARP_PYTHON.exists(), reason="no older-Warp venv (set WARPGRAD_OLD_WARP_VENV)")
 def test_an_unsupported_warp_is_refused_with_both_versions_named(tmp_path):
-    # The older Warp venv of the version-caveat tests has Warp and numpy only: the harness entry point must
-    # still start there far enough to say why it cannot run.
+    # The older Warp venv of the version-caveat tests has Warp, numpy and pydantic (what the harness imports
+    # besides itself, as in any environment warpgrad is installed in): the harness entry point must start
+    # there far enough to say why it cannot run.
     root = Path(__file__).resolve().parents[1]
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "warpgrad").symlink_to(root)
     (tmp_path / "train.py").write_text(TRAIN)
     result = tmp_path / "result.json"
     cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps({"mode": "run", "workspace": str(tmp_path), "script": str(tmp_path / "train.py")}))
+    cfg.write_text(RunConfig(workspace=str(tmp_path), script=str(tmp_path / "train.py")).model_dump_json())
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "pkg"), "WARPGRAD_RESULT": str(result)}
     out = subprocess.run([str(OLD_WARP_PYTHON), "-m", "warpgrad.tools.harness.main", str(cfg)], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path, env=env, check=False)

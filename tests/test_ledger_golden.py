@@ -15,6 +15,15 @@ from warpgrad.tools.ledger import Ledger, canonical_json, payload_json
 from warpgrad.tools.records import InvalidEvent, OtherEvent
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ledger_v1"
+# Fields the result models gained after the fixture was written: a new field adds a key to a new record, it
+# does not change how the old fields serialise. Each is named here on purpose, so an unplanned one still fails.
+ADDED_SINCE = {"gradcheck": {"rerun_mismatch"}}
+
+
+def _old_fields(kind: str, text: str) -> str:
+    """`text` (a canonical payload) without the fields `kind` gained since the fixture."""
+    added = ADDED_SINCE.get(kind, set())
+    return canonical_json({k: v for k, v in json.loads(text).items() if k not in added})
 
 
 @pytest.fixture
@@ -39,14 +48,14 @@ def test_every_record_of_the_old_ledger_reads_back_as_its_typed_kind(old_ledger)
 
 def test_todays_serialisation_of_the_same_payloads_is_byte_identical(old_ledger):
     for rec, (kind, payload, _, _) in zip(old_ledger.records(), samples(), strict=True):
-        assert payload_json(payload) == canonical_json(rec.payload), kind
+        assert _old_fields(kind, payload_json(payload)) == canonical_json(rec.payload), kind
 
 
 def test_records_appended_today_store_the_same_payload_bytes_as_the_old_ledger(old_ledger, tmp_path):
     fresh = Ledger(tmp_path / "fresh")
     for old, (kind, payload, tool, files) in zip(old_ledger.records(), samples(), strict=True):
         new = fresh.append(kind, payload, tool=tool, files=files)
-        assert canonical_json(new.payload) == canonical_json(old.payload), kind
+        assert _old_fields(kind, canonical_json(new.payload)) == canonical_json(old.payload), kind
         assert (new.tool, new.files) == (old.tool, old.files)
     assert fresh.verify().ok
 

@@ -18,6 +18,7 @@ from rich.markdown import Markdown
 
 from ..tools.gate import OUTCOMES, RULES, GateResult, check_finish
 from ..tools.ledger import Ledger
+from ..tools.records import FinishEvent
 from ..tools.registry import ToolError
 from ..tools.report import build_report, render_markdown, report_json
 from ..tools.workspace import undo
@@ -89,7 +90,8 @@ def register(app: typer.Typer) -> None:
                     ("a finish: end the session with the finish tool (outcome=fixed, gradients_correct, "
                     "not_a_gradient_bug, blocked or diagnosis_only) once the evidence is on record")])
             else:
-                res = check_finish(workspace, str(last.payload.get("outcome")))
+                said = last.event.payload.outcome if isinstance(last.event, FinishEvent) else None
+                res = check_finish(workspace, str(said))
         else:
             res = check_finish(workspace, outcome)
         outcome = res.outcome

@@ -209,13 +209,14 @@ def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
     """Verdict, signature and root cause of a model-driven session, read from its ledger."""
     from ..tools.gate import check_finish
     from ..tools.ledger import Ledger
+    from ..tools.records import FinishEvent, GradcheckEvent
 
     records = Ledger(ws).records()
-    checks = [r for r in records if r.kind == "gradcheck" and r.payload.get("ok")]
+    checks = [r.event.payload for r in records if isinstance(r.event, GradcheckEvent) and r.event.payload.ok]
     if checks:
-        first = checks[0].payload
-        score.verdict = _verdict(None if first.get("passed") is None else not first["passed"])
-        score.signature = first.get("signature")
+        first = checks[0]
+        score.verdict = _verdict(None if first.passed is None else not first.passed)
+        score.signature = first.signature
     diags = [r for r in records if r.kind == "diagnose"]
     places: list[tuple[str | None, int | None]] = []
     for d in diags[:1]:
@@ -226,9 +227,9 @@ def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
                 places.append((path, line))
     score.patched = any(r.kind == "patch" for r in records)
     score.root_cause_rank = _root_cause_rank(case, places)
-    finishes = [r for r in records if r.kind == "finish"]
+    finishes = [r.event.payload for r in records if isinstance(r.event, FinishEvent)]
     if finishes:
-        outcome = finishes[-1].payload.get("outcome")
+        outcome = finishes[-1].outcome
         score.gate_satisfied = isinstance(outcome, str) and bool(outcome) and check_finish(ws, outcome).accepted
     score.triggered = any(r.kind in ("gradcheck", "diagnose", "tracker") for r in records)
 

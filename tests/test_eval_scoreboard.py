@@ -15,8 +15,17 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from warpgrad.evals.run_cases import CaseScore, EvalRun, _grade_fix, run_suite, scoreboard, summarize
+from warpgrad.evals.run_cases import (
+    CaseScore,
+    EvalRun,
+    _grade_fix,
+    _ledger_grading,
+    run_suite,
+    scoreboard,
+    summarize,
+)
 from warpgrad.evals.suite import load_suite
+from warpgrad.tools.ledger import Ledger
 from warpgrad.tools.registry import ToolError, load_tools
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -223,3 +232,19 @@ def test_a_relative_suite_path_reaches_the_per_case_children(tmp_path, monkeypat
     run = run_suite(Path("evals"), f"replay:{tmp_path / 'none'}", tmp_path / "out", cases=[CASE], timeout_s=120)
     log = Path(run.cases[0].log).read_text(encoding="utf-8")
     assert "no recorded trajectory" in log and "SuiteError" not in log
+
+
+def test_a_model_session_is_graded_from_the_typed_records_of_its_ledger(tmp_path):
+    """The first check that ran gives the verdict and signature (a failed one does not count); a malformed
+    check record is no evidence; the last finish is the outcome the gate is asked about."""
+    case = next(c for c in load_suite(SUITE_DIR).cases if c.id == CASE)
+    ledger = Ledger(tmp_path)
+    ledger.append("gradcheck", {"ok": False, "passed": None, "signature": "inconclusive"}, tool="gradcheck")
+    ledger.append("gradcheck", {"ok": True, "passed": False, "signature": "not a signature"}, tool="gradcheck")
+    ledger.append("gradcheck", {"ok": True, "passed": False, "signature": "zero"}, tool="gradcheck")
+    ledger.append("gradcheck", {"ok": True, "passed": True, "signature": "correct"}, tool="gradcheck")
+    ledger.append("finish", {"outcome": "no_such_outcome"}, tool="finish")
+    score = CaseScore(id=case.id, should_trigger=True)
+    _ledger_grading(case, tmp_path, score)
+    assert (score.verdict, score.signature, score.triggered) == ("gradients_wrong", "zero", True)
+    assert score.gate_satisfied is False and score.patched is False

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from ..tools.registry import ToolSpec
+from ..tools.worker import worker_pool
 from .context import agent_tools, run_tool
 from .loop import Agent, AgentConfig, Events, LimitsExceeded
 from .trajectory import Trajectory, messages_of, read_events, totals_of
@@ -247,39 +248,42 @@ def chat(
         highlight=False,
     )
     stop, answer = "ended by user", ""
-    while True:
-        if task is None:
+    # The session's harness runs fork from one warm worker instead of booting Python and Warp each time
+    # (tools/worker.py); the tools run in this process, so the pool is opened here.
+    with worker_pool() as pool:
+        while True:
+            if task is None:
+                try:
+                    task = read_input().strip()
+                except (EOFError, KeyboardInterrupt):
+                    task = ""
+                if task.lower() in ("", "exit", "quit"):
+                    break
             try:
-                task = read_input().strip()
-            except (EOFError, KeyboardInterrupt):
-                task = ""
-            if task.lower() in ("", "exit", "quit"):
+                answer, stop = agent.run(task), "ended by user"
+            except KeyboardInterrupt:
+                events.stop_progress()
+                console.print(
+                    "\n[yellow]Stopped.[/] The trajectory is kept; type a follow-up, or press Enter to leave."
+                )
+            except anthropic.APIError as e:  # overloaded, rate-limited, bad key: the person decides
+                events.stop_progress()
+                stop = f"API error: {e}"
+                console.print(
+                    f"\n[red]API error:[/] {escape(str(e))}\nThe trajectory is kept; type a follow-up to retry, "
+                    "or press Enter to leave."
+                )
+            except LimitsExceeded as e:
+                events.stop_progress()
+                stop = str(e)
+                console.print(f"\n[yellow]{escape(stop)}.[/] What was found so far:")
+                console.print(session_report(workspace), markup=False)
                 break
-        try:
-            answer, stop = agent.run(task), "ended by user"
-        except KeyboardInterrupt:
-            events.stop_progress()
-            console.print(
-                "\n[yellow]Stopped.[/] The trajectory is kept; type a follow-up, or press Enter to leave."
-            )
-        except anthropic.APIError as e:  # overloaded, rate-limited, bad key: the person decides
-            events.stop_progress()
-            stop = f"API error: {e}"
-            console.print(
-                f"\n[red]API error:[/] {escape(str(e))}\nThe trajectory is kept; type a follow-up to retry, "
-                "or press Enter to leave."
-            )
-        except LimitsExceeded as e:
-            events.stop_progress()
-            stop = str(e)
-            console.print(f"\n[yellow]{escape(stop)}.[/] What was found so far:")
-            console.print(session_report(workspace), markup=False)
-            break
-        task = None
-        if agent.finished is not None:
-            stop = "finished"
-            console.print(session_report(workspace), markup=False)
-            break
+            task = None
+            if agent.finished is not None:
+                stop = "finished"
+                console.print(session_report(workspace), markup=False)
+                break
     console.print(
         f"[dim]Trajectory: {agent.trajectory.path} (resume with `warpgrad chat --resume`)[/]", highlight=False
     )
@@ -289,6 +293,7 @@ def chat(
         "finished": agent.finished,
         "trajectory": str(agent.trajectory.path),
         "totals": agent.totals,
+        "warm_runs": pool.served if pool is not None else 0,
     }
 
 

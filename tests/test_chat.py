@@ -415,3 +415,21 @@ def test_an_api_error_in_chat_is_shown_and_the_next_input_retries(tmp_path):
     assert "API error" in console.file.getvalue() and "Overloaded" in console.file.getvalue()
     assert summary["answer"] == "3 squared is 9." and summary["stop"] == "ended by user"
     assert [b["text"] for b in transport.bodies()[1]["messages"][0]["content"]] == ["go", "try again"]
+
+
+@pytest.mark.warp
+def test_a_chat_sessions_runs_fork_from_one_warm_worker(tmp_path):
+    (tmp_path / "train.py").write_text("for i in range(3):\n    print(f'iter {i} loss {1.0 / (i + 1)}')\n",
+                                       encoding="utf-8")
+    client = ScriptedClient(
+        tool_use("run_script", script="train.py"),
+        tool_use("run_script", script="train.py"),
+        text("Both runs are done."),
+    )
+    inputs = iter([""])
+    summary = chat(tmp_path, client, AgentConfig(), console=_console(), task="run train.py twice",
+                   read_input=lambda: next(inputs), ask=None, tools=load_tools(), system=SYSTEM)
+    results = [json.loads(m["content"][0]["content"]) for m in client.requests[1:3] for m in [m["messages"][-1]]]
+    assert [r["ok"] for r in results] == [True, True]
+    assert [p["value"] for p in results[0]["loss_points"]] == pytest.approx([1.0, 0.5, 1 / 3])
+    assert summary["warm_runs"] == 2  # both runs went through the session's worker, none booted a process

@@ -27,8 +27,9 @@ run's (the stdout and stderr tails, exit code or signal, timeout, memory limit).
   scratch folder another run of the same workspace uses at the same time (fresh processes each get a
   private temp dir). They run as the same user with the workspace writable either way.
 
-Used by `warpgrad diagnose` (`worker_pool()` around its stages) and by `warpgrad mcp` (`shared_pool()`,
-opened on the first tool call and prewarmed in the server before each forked call).
+Used by `warpgrad diagnose` (`worker_pool()` around its stages), by `warpgrad chat` (`worker_pool()` around
+the session: its tools run in process) and by `warpgrad mcp` (`shared_pool()`, opened on the first tool
+call and prewarmed in the server before each forked call).
 
 User modules are not preloaded by default: a module imported at boot runs its top-level code before the
 run's seeds are pinned and before the hooks have a session, which a fresh run would not do.

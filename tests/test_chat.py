@@ -429,7 +429,7 @@ def test_a_chat_sessions_runs_fork_from_one_warm_worker(tmp_path):
     inputs = iter([""])
     summary = chat(tmp_path, client, AgentConfig(), console=_console(), task="run train.py twice",
                    read_input=lambda: next(inputs), ask=None, tools=load_tools(), system=SYSTEM)
-    results = [json.loads(m["content"][0]["content"]) for m in client.requests[1:3] for m in [m["messages"][-1]]]
+    results = [json.loads(r["messages"][-1]["content"][0]["content"]) for r in client.requests[1:3]]
     assert [r["ok"] for r in results] == [True, True]
     assert [p["value"] for p in results[0]["loss_points"]] == pytest.approx([1.0, 0.5, 1 / 3])
     assert summary["warm_runs"] == 2  # both runs went through the session's worker, none booted a process

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from programs import HEADER, write_program
+from programs import HEADER, VARIANTS, write_program
 
 from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
 from warpgrad.tools.harness.trend_stop import settled
@@ -122,22 +122,7 @@ def test_a_script_that_fails_after_the_checked_iteration_is_still_reported_block
     assert len(r.run.loss_points) == 4  # the plain run trained to the end before it failed
 
 
-LONG_TRAINING = HEADER.replace("ITERS = 4", "ITERS = 60") + """
-v = wp.array(init_v(), dtype=float, requires_grad=True)
-opt = warp.optim.SGD([v], lr=0.05)
-for it in range(ITERS):
-    xs = [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(STEPS + 1)]
-    loss = wp.zeros(1, dtype=float, requires_grad=True)
-    tape = wp.Tape()
-    with tape:
-        for s in range(STEPS):
-            wp.launch(step, N, inputs=[xs[s], v, xs[s + 1], 0.1])
-        wp.launch(loss_k, N, inputs=[xs[STEPS], target], outputs=[loss])
-    tape.backward(loss)
-    opt.step([v.grad])
-    tape.zero()
-    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
-"""
+LONG_TRAINING = HEADER.replace("ITERS = 4", "ITERS = 60") + VARIANTS["healthy_optim"]
 
 
 def test_the_plain_run_stops_once_its_trend_is_read_unless_the_whole_run_is_asked_for(tmp_path):

@@ -113,6 +113,11 @@ class _Tail:
         return data.decode("utf-8", errors="replace")
 
 
+def signal_name(num: int) -> str:
+    """SIGSEGV for 11; real-time signals have no `signal.Signals` member and read "signal N"."""
+    return signal.Signals(num).name if num in signal.Signals._value2member_map_ else f"signal {num}"
+
+
 def strip_warp_chatter(text: str) -> str:
     """Drop Warp's init banner, module-load lines and the missing-CUDA warning from captured output."""
     return "\n".join(ln for ln in text.splitlines() if not _WARP_CHATTER.match(ln))
@@ -226,7 +231,7 @@ def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeo
         rc = int(word[1]) if word[0] == "exit" else -int(word[1])
     sig = None
     if rc is not None and rc < 0:
-        sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else f"signal {-rc}"
+        sig = signal_name(-rc)
         rc = None
     if timed_out:
         sig = None

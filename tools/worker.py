@@ -64,6 +64,7 @@ from .child_process import (
     _cuda_possible,
     _Tail,
     harness_env,
+    signal_name,
 )
 from .sandbox import (
     SandboxPolicy,
@@ -328,7 +329,7 @@ class WorkerPool:
 
     def _result(self, argv: list[str], done: WorkerDone | None, timed_out: bool, start: float, out: _Tail,
                 err: _Tail, memory_mb: int) -> ProcessResult:
-        rc, sig = (None, None) if timed_out else (done.exit_code, _signal_name(done.signal)) if done else (
+        rc, sig = (None, None) if timed_out else (done.exit_code, None if done.signal is None else signal_name(done.signal)) if done else (
             None, "SIGKILL")  # the worker died under the run
         secrets = secret_values()
         return ProcessResult(
@@ -371,12 +372,6 @@ def _await_done(s: socket.socket, deadline: float) -> tuple[WorkerDone | None, b
         return (WorkerDone.model_validate_json(data) if data else None), False
     except ValidationError:
         return None, False
-
-
-def _signal_name(num: int | None) -> str | None:
-    if num is None:
-        return None
-    return signal.Signals(num).name if num in signal.Signals._value2member_map_ else f"signal {num}"
 
 
 def _changed(files: dict[str, str]) -> bool:

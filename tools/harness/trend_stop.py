@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from ..losses import LossPoint, parse_losses, summarize
 from . import hooks
+from .protocol import TrendStop
 
 # `summarize` calls a trajectory oscillating from 4 finite points on, and judges improving/diverging by the
 # last point against the first: a label read from fewer than MIN_POINTS points is a first impression. The
@@ -28,12 +29,12 @@ def _label(points: list[LossPoint]) -> str:
     return str(summarize(points).get("trend", "none"))
 
 
-def settled(labels: list[str], *, min_points: int = MIN_POINTS, hold: int = HOLD, max_points: int = MAX_POINTS) -> bool:
+def settled(labels: list[str]) -> bool:
     """Whether the trend labels of the growing trajectory (one per printed point) are enough to stop."""
     n = len(labels)
-    if n >= max_points:
+    if n >= MAX_POINTS:
         return True
-    return n >= max(min_points, hold) and len(set(labels[-hold:])) == 1
+    return n >= max(MIN_POINTS, HOLD) and len(set(labels[-HOLD:])) == 1
 
 
 class _Tee:
@@ -65,7 +66,6 @@ class TrendStopListener(hooks.Listener):
 
     def __init__(self, session) -> None:
         self.s = session
-        self.min_points, self.hold, self.max_points = MIN_POINTS, HOLD, MAX_POINTS
         self.lines: list[str] = []
         self.points: list[LossPoint] = []
         self.labels: list[str] = []
@@ -82,13 +82,13 @@ class TrendStopListener(hooks.Listener):
         self.lines.append(line)
         self.points = parse_losses("\n".join(self.lines))
         self.labels.append(_label(self.points))
-        if settled(self.labels, min_points=self.min_points, hold=self.hold, max_points=self.max_points):
+        if settled(self.labels):
             self.stopped = True
             self.s.finish("completed")
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TrendStop:
         last = self.points[-1] if self.points else None
-        return {"stopped": self.stopped, "points": len(self.points),
-                "iteration": last.iteration if last is not None else None,
-                "trend": self.labels[-1] if self.labels else None}
+        return TrendStop(stopped=self.stopped, points=len(self.points),
+                         iteration=last.iteration if last is not None else None,
+                         trend=self.labels[-1] if self.labels else None)
 

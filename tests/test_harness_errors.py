@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from warpgrad.tools.harness.protocol import PROTOCOL_VERSION, RunConfig
+from warpgrad.tools.child_process import run_harness
+from warpgrad.tools.harness.protocol import PROTOCOL_VERSION, HarnessResult, RunConfig
 
 pytestmark = pytest.mark.warp
 
@@ -183,6 +184,16 @@ def test_a_device_that_does_not_exist_is_reported_as_the_harness_failing_to_star
     assert "traceback" not in err  # the user's traceback (file/line) is not ours to fill
     assert data["warp_version"]
     assert "values" not in out.stdout  # the script never ran
+
+
+def test_the_parent_reads_a_failed_start_as_that_failure_not_as_a_protocol_mismatch(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    (tmp_path / "train.py").write_text(TRAIN)
+    out = run_harness(RunConfig(workspace=str(tmp_path), script=str(tmp_path / "train.py"), device="cuda:7"),
+                      HarnessResult, cwd=tmp_path)
+    assert out.result is not None and out.result.status == "harness_error"
+    assert out.result.error is not None and out.result.error.cause == "warp_start"
+    assert "cuda:7" in out.result.error.message and "protocol version" not in out.result.error.message
 
 
 def test_a_failing_warp_import_is_reported_as_the_harness_failing_to_start(tmp_path):

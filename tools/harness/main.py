@@ -250,7 +250,9 @@ def _boot_failed(e: Exception, log: WarpLog, started: float) -> None:
     version = getattr(sys.modules.get("warp"), "__version__", None)
     message = ("warpgrad could not start Warp in its harness (a failure of warpgrad or of its environment, "
                f"not of your script): {type(e).__name__}: {e}")[:2000]
+    # Versioned like every result: the parent refuses an unversioned document as a mismatched install.
     data: dict[str, Any] = {
+        "version": PROTOCOL_VERSION,
         "status": "harness_error",
         "error": {
             "kind": "harness_failed",

@@ -375,12 +375,34 @@ def _sessions(config: HarnessConfig) -> list[SessionMode]:
 def _redact_stderr_files(config: HarnessConfig, secrets: list[str]) -> None:
     """Batch evaluations write their stderr to files the caller reads: redact those like the streams."""
     for c in _sessions(config):
-        path = c.stderr
-        if path is not None and Path(path).is_file() and not Path(path).is_symlink():
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-            clean = redact(text, secrets)
-            if clean != text:
-                Path(path).write_text(clean, encoding="utf-8")
+        if c.stderr is not None:
+            _redact_file(Path(c.stderr), secrets)
+
+
+def _redact_file(path: Path, secrets: list[str]) -> None:
+    if path.is_file() and not path.is_symlink():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        clean = redact(text, secrets)
+        if clean != text:
+            path.write_text(clean, encoding="utf-8")
+
+
+def read_forked_session(result: Path, stderr: Path, result_type: type[R]) -> tuple[R | None, str | None]:
+    """The result and the stderr tail of a session forked from another (a batch's, an FD hub's), which wrote
+    them to its own files: redacted like a run's streams (None where the session wrote nothing)."""
+    secrets = secret_values()
+    _redact_file(stderr, secrets)
+    tail = stderr.read_text(encoding="utf-8", errors="replace")[-8000:] \
+        if stderr.is_file() and not stderr.is_symlink() else None
+    data = None
+    if result.is_file() and not result.is_symlink():
+        try:
+            raw = json.loads(result.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            raw = None
+        if raw is not None:
+            data = parse_result(_redact_tree(raw, secrets), result_type)
+    return data, tail
 
 
 def _config_dirs(config: HarnessConfig) -> list[Path]:

@@ -29,10 +29,11 @@ from .child_process import (
     HarnessOutcome,
     ProcessResult,
     _cuda_possible,
-    parse_result,
+    read_forked_session,
     run_harness,
     strip_warp_chatter,
 )
+from .fd_hub import FdHub
 from .harness.protocol import (
     BatchConfig,
     BatchEntry,
@@ -51,6 +52,8 @@ from .harness.protocol import (
     ProbeConfig,
     ProbeOptions,
     ProbeReport,
+    ServeEvaluation,
+    ServeOptions,
     TapeInspectOptions,
 )
 from .ledger import Ledger
@@ -160,6 +163,10 @@ class GradcheckResult(BaseModel):
     wall_s: float = 0.0
 
 
+HUB_ENV = "WARPGRAD_FD_HUB"
+"""Set to 0 to run every FD evaluation from the script's start (no hub): for comparisons, or to rule the hub out."""
+
+
 def _harness_id(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
@@ -195,7 +202,11 @@ def check(args: GradcheckArgs, workspace: Path) -> GradcheckResult:
 # ------------------------------------------------------------------------------------------ capture
 class _Evaluator:
     """Runs FD evaluations of one captured script: each evaluation is the script rerun with perturbations
-    added at the parameters' first use in the checked iteration, stopped at that iteration's update."""
+    added at the parameters' first use in the checked iteration, stopped at that iteration's update.
+
+    On the CPU the evaluations of an iteration fork from one FD hub (`fd_hub`), which runs the script's start
+    once; where a hub cannot serve (a thread alive at its fork point, a failure of ours), each evaluation runs
+    from the start, forked from a booted harness (`_chunk`), or as a process of its own where CUDA is in play."""
 
     # What every evaluation shares with the capture run.
     INHERITED: ClassVar[set[str]] = {"workspace", "script", "args", "device", "seed"}
@@ -207,6 +218,10 @@ class _Evaluator:
         self.counter = 0
         self.jobs = _jobs(args.jobs)
         self.forkable = args.device == "cpu" or not _cuda_possible()
+        self.hub: FdHub | None = None
+        self.hub_iteration: int | None = None
+        self.hubs_started = 0
+        self.hub_unusable = not self.forkable or os.environ.get(HUB_ENV) == "0"
 
     def _config(self, iteration: int, pert: dict[str, np.ndarray]) -> tuple[FdConfig, Path]:
         k = self.counter = self.counter + 1
@@ -250,33 +265,34 @@ class _Evaluator:
         out = run_harness(cfg, FdResult, cwd=self.workspace, timeout_s=self.args.timeout_s, device=self.args.device)
         return self._result(iteration, out)
 
+    def _forked(self, iteration: int, cfg: FdConfig, entry: BatchEntry, parent: ProcessResult) -> fd.Evaluation:
+        """The evaluation of a session forked from a batch or a hub (`parent` is that process's own ending)."""
+        data, err_tail = read_forked_session(Path(cfg.result or ""), Path(cfg.stderr or ""), FdResult)
+        # A session killed or timed out has no exit code of its own: the parent process's stands in.
+        proc = ProcessResult(argv=parent.argv,
+                             returncode=entry.returncode if entry.returncode is not None else parent.returncode,
+                             signal=entry.signal, timed_out=entry.timed_out, wall_s=entry.wall_s,
+                             stderr_tail=err_tail if err_tail is not None else parent.stderr_tail,
+                             memory_limit_mb=parent.memory_limit_mb)
+        return self._result(iteration, HarnessOutcome(process=proc, result=data))
+
     def _chunk(self, iteration: int, perts: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
-        """Evaluations forked from one booted harness (Warp imported once)."""
+        """Evaluations forked from one booted harness (Warp imported once), each run from the script's start."""
         subs = [self._config(iteration, p) for p in perts]
         o = run_harness(BatchConfig(batch=[c for c, _ in subs]), HarnessResult, cwd=self.workspace,
                         timeout_s=self.args.timeout_s * len(subs) + 30, device=self.args.device)
         info = (o.result.batch if o.result is not None else None) or []
-        out = []
-        for i, (_, outdir) in enumerate(subs):
-            res_file = outdir / "result.json"
-            data = parse_result(json.loads(res_file.read_text(encoding="utf-8")), FdResult) \
-                if res_file.is_file() else None
-            e = info[i] if i < len(info) else BatchEntry()
-            err_tail = (outdir / "stderr.txt").read_text(encoding="utf-8", errors="replace")[-8000:] \
-                if (outdir / "stderr.txt").is_file() else o.process.stderr_tail
-            # A session killed or timed out has no exit code of its own: the batch process's stands in.
-            proc = ProcessResult(argv=o.process.argv,
-                                 returncode=e.returncode if e.returncode is not None else o.process.returncode,
-                                 signal=e.signal, timed_out=e.timed_out, wall_s=e.wall_s,
-                                 stderr_tail=err_tail, memory_limit_mb=o.process.memory_limit_mb)
-            out.append(self._result(iteration, HarnessOutcome(process=proc, result=data)))
-        return out
+        return [self._forked(iteration, cfg, info[i] if i < len(info) else BatchEntry(), o.process)
+                for i, (cfg, _) in enumerate(subs)]
 
     def evaluate(self, iteration: int, batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
-        jobs = self.jobs
         if not self.forkable:
-            with ThreadPoolExecutor(jobs) as pool:
+            with ThreadPoolExecutor(self.jobs) as pool:
                 return list(pool.map(lambda p: self._one(iteration, p), batch))
+        served = self._served(iteration, batch)
+        if served is not None:
+            return served
+        jobs = self.jobs
         parts = [batch[i::jobs] for i in range(jobs) if batch[i::jobs]]
         with ThreadPoolExecutor(len(parts)) as pool:
             done = list(pool.map(lambda part: self._chunk(iteration, part), parts))
@@ -285,6 +301,51 @@ class _Evaluator:
             for j, ev in enumerate(part):
                 ordered[i + j * jobs] = ev
         return ordered  # type: ignore[return-value]
+
+    def _hub_for(self, iteration: int, roles: set[str]) -> FdHub | None:
+        """The hub of `iteration` (started on first use, the previous iteration's closed), or None when the
+        evaluations cannot fork from one: the hub is unusable, or they perturb a role it was not told of."""
+        if self.hub_unusable or not roles:
+            return None
+        if self.hub is not None and self.hub_iteration == iteration:
+            return self.hub if roles <= self.hub.roles else None
+        self.close()
+        self.hubs_started += 1
+        k = self.hubs_started
+        cfg = FdConfig(**self.base.model_dump(include=self.INHERITED), outdir=str(self.tmp),
+                       capture=FdOptions(iteration=iteration, scheme=self.scheme, objective=self.args.objective,
+                                         params=self.args.params,
+                                         serve=ServeOptions(socket=str(self.tmp / f"hub{k}.sock"), roles=sorted(roles),
+                                                            jobs=self.jobs)))
+        # The hub's own limit covers its start and the evaluations it serves; past it the hub is killed and the
+        # evaluations still to come run from the start, each under its own limit.
+        self.hub = FdHub(cfg, cwd=self.workspace, timeout_s=self.args.timeout_s * 4 + 60, device=self.args.device)
+        self.hub_iteration = iteration
+        self.hub.start()
+        return self.hub
+
+    def _served(self, iteration: int, batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation] | None:
+        """The batch's evaluations forked from the iteration's hub; None when they must run from the start."""
+        hub = self._hub_for(iteration, {role for pert in batch for role in pert})
+        if hub is None:
+            return None
+        subs = [self._config(iteration, p)[0] for p in batch]
+        entries = hub.run([ServeEvaluation(perturb=c.capture.perturb, outdir=c.outdir or "", result=c.result or "",
+                                           stderr=c.stderr or "", timeout_s=c.timeout_s) for c in subs])
+        if entries is not None:
+            proc = ProcessResult(argv=["warpgrad FD hub"], returncode=None)
+            return [self._forked(iteration, c, e, proc) for c, e in zip(subs, entries)]
+        outcome = self.close()
+        self.hub_unusable = True
+        if hub.ended_early and outcome is not None and outcome.process.timed_out:
+            # The script's start outlived the time limit: each evaluation from the start would too.
+            return [self._result(iteration, outcome)] * len(batch)
+        return None  # run from the start: a failure of the start reproduces there with its own messages
+
+    def close(self) -> HarnessOutcome[FdResult] | None:
+        """End the open hub, if any; its outcome."""
+        hub, self.hub, self.hub_iteration = self.hub, None, None
+        return hub.close() if hub is not None else None
 
 
 @dataclass
@@ -377,6 +438,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
     rel = rel_path(workspace, script)
     res = GradcheckResult(ok=False, mode="capture", script=rel)
     tmp = Path(tempfile.mkdtemp(prefix="warpgrad-fd-"))
+    ev: _Evaluator | None = None
     try:
         base = CaptureConfig(workspace=str(workspace), script=str(script), args=list(args.args), device=args.device,
                              seed=args.seed, outdir=str(tmp))
@@ -421,6 +483,8 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
         first, _ = _check_iteration(args, first, others[0], ev, factor, t0, baseline=after is None, after=after)
         return _combine(primary, first)
     finally:
+        if ev is not None:
+            ev.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

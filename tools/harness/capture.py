@@ -19,6 +19,7 @@ parameter at its first use in iteration T, and reports the objective at T's end 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,6 +36,7 @@ from .protocol import (
     FdOptions,
     FdReport,
     RunCounts,
+    ServeOptions,
 )
 
 if TYPE_CHECKING:
@@ -286,6 +288,9 @@ class CaptureListener(hooks.Listener):
         self.applied: dict[str, np.ndarray] = {}
         for p in spec.perturb if isinstance(spec, FdOptions) else []:
             self.perturb[p.role] = np.load(p.delta)
+        # An FD hub: forks its evaluations at the first use of any of these roles (`serve`).
+        self.serving: ServeOptions | None = spec.serve if isinstance(spec, FdOptions) else None
+        self.launching: hooks.LaunchCall | None = None  # the taped launch whose arguments are being noted
 
     # ---------------------------------------------------------------- iteration bookkeeping
     def _cur(self) -> int:
@@ -369,8 +374,8 @@ class CaptureListener(hooks.Listener):
     def _loose_use(self, role: str, arr) -> None:
         """A use outside the tape (an untaped launch or copy reading it, a host read) before the iteration's
         taped use: the perturbation must come before it too, or FD misses the paths AD misses as well."""
-        if self.mode == "fd" and role in self.perturb:
-            self._apply(role, arr)
+        if self.mode == "fd":
+            self._perturb_at(role, arr)
         seen = self.loose.get(id(arr))
         if seen is None or seen[1] is not arr:
             self.loose[id(arr)] = (role, arr)
@@ -395,8 +400,31 @@ class CaptureListener(hooks.Listener):
                 rec.perturb_at[id(arr)] = loose[0] if loose is not None and loose[1] is arr else role
         if arr.grad is not None:
             self.grad_owner[id(arr.grad)] = arr
-        if role in self.perturb and self.mode == "fd":
+        if self.mode == "fd":
+            self._perturb_at(role, arr)
+
+    def _perturb_at(self, role: str, arr) -> None:
+        """A use at `role`: where an FD run adds its perturbation, and where a hub forks its evaluations."""
+        if self.serving is not None and role in self.serving.roles:
+            self._serve(role)
+        if role in self.perturb:
             self._apply(role, arr)
+
+    def _serve(self, at: str) -> None:
+        """Fork the hub's evaluations here (`serve`); returns only in an evaluation, with its perturbation."""
+        from . import serve
+
+        options, self.serving = self.serving, None
+        if options is None:
+            return
+        if self.launching is not None:
+            # Forking inside a launch whose module is not loaded yet (the first iteration): load it once here,
+            # as the launch is about to, instead of once in every evaluation.
+            with contextlib.suppress(Exception):  # the launch itself then raises what the load would
+                warp_compat.load_launch_module(self.launching.kernel, self.launching.options)
+        evaluation = serve.serve(self.s, options, at)
+        self.perturb = {p.role: np.load(p.delta) for p in evaluation.perturb}
+        self.outdir = Path(evaluation.outdir)
 
     def _apply(self, role: str, arr) -> None:
         delta = self.perturb.pop(role)
@@ -419,8 +447,10 @@ class CaptureListener(hooks.Listener):
             return
         if call.taped:
             self._forward_activity()
+            self.launching = call
             for role, arr in self._roles_of_launch(call):
                 self._note_use(role, arr)
+            self.launching = None
             for out in call.outputs:
                 for _, arr in hooks.iter_arrays(out):
                     self.outputs_written.add(id(arr))
@@ -481,8 +511,10 @@ class CaptureListener(hooks.Listener):
     def _crosscheck_rebuilt(self, role: str, arr) -> None:
         """A new array at a role a parameter of the previous iteration had: that parameter rebuilt from host
         values, so its new values are the update's result."""
+        if self.mode != "capture":
+            return
         prev = self.iters.get(self.it - 1)
-        if prev is not None and self.mode == "capture":
+        if prev is not None:
             for oid, r in prev.first_use.items():
                 if _same_slot(r, role) and oid in prev.params and prev.owners[oid] is not arr:
                     self._crosscheck(prev, prev.owners[oid], arr)
@@ -761,6 +793,7 @@ class CaptureListener(hooks.Listener):
 
     # ---------------------------------------------------------------- fd mode
     def _fd_stop(self) -> None:
+        self._serve(f"the end of iteration {self.target}")  # a hub none of whose roles was used: fork here
         self.stopped_at = f"iteration {self.target}"
         self.s.finish("completed")
 
@@ -769,6 +802,7 @@ class CaptureListener(hooks.Listener):
 
     def script_end(self) -> None:
         if self.mode == "fd":
+            self._serve("the end of the script")
             rec = self._at_target(self.iters) if self.scheme == "consume" else None
             # The last iteration ends with the script: it is complete if its gradient was consumed.
             self.stopped_at = f"iteration {self.target} (script end)" if rec is not None and rec.params and \

@@ -67,11 +67,18 @@ def fork() -> int:
     return os.fork()
 
 
-def restore_threads() -> None:
+_deferred_pool: int | None = None
+"""The BLAS pool size `restore_threads(defer_pool=True)` left for `start_pool` (None: nothing pending)."""
+
+
+def restore_threads(*, defer_pool: bool = False) -> None:
     """In a forked process that runs user code: the user's thread variables and BLAS pool size back.
 
     Starts the BLAS threads at once, so the process must not fork again afterwards (`fork` would refuse).
+    With `defer_pool`, only the variables come back and the pool stays at one thread until `start_pool`: an
+    FD hub runs the user's script and forks in the middle of it (`harness.serve`).
     """
+    global _deferred_pool  # noqa: PLW0603 - one process, one pending pool size
     if not _saved:
         return
     for name, value in _saved.items():
@@ -80,7 +87,18 @@ def restore_threads() -> None:
         else:
             os.environ[name] = value
     _saved.clear()
+    if defer_pool:
+        _deferred_pool = _wanted_blas_threads()
+        return
     _set_blas_threads(_wanted_blas_threads())
+
+
+def start_pool() -> None:
+    """The BLAS pool size `restore_threads(defer_pool=True)` held back (in the process that will not fork again)."""
+    global _deferred_pool
+    if _deferred_pool is not None:
+        n, _deferred_pool = _deferred_pool, None
+        _set_blas_threads(n)
 
 
 def _wanted_blas_threads() -> int:

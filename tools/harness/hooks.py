@@ -63,6 +63,8 @@ class LaunchCall:
     site: dict[str, Any]
     in_backward: bool
     in_optimizer: bool
+    options: dict[str, Any] = field(default_factory=dict)
+    """`wp.launch`'s arguments after `outputs` (device, block_dim, ...), by name, as the call gave them."""
 
     @property
     def taped(self) -> bool:
@@ -212,14 +214,21 @@ def _ours(hook: str, fn: Callable[..., _T], *args: Any) -> _T | None:
 
 
 # ---------------------------------------------------------------------------------------------- launch
-def _before_launch(kernel: Any, dim: Any, inputs: Any, outputs: Any, kwargs: dict[str, Any]) -> tuple[LaunchCall, int]:
+# `wp.launch`'s parameters after `outputs`, in order: a call may pass any of them by position.
+_LAUNCH_OPTIONS = ("adj_inputs", "adj_outputs", "device", "stream", "adjoint", "record_tape", "record_cmd",
+                   "max_blocks", "block_dim")
+
+
+def _before_launch(kernel: Any, dim: Any, inputs: Any, outputs: Any, args: tuple,
+                   kwargs: dict[str, Any]) -> tuple[LaunchCall, int]:
     """The call as listeners see it, announced to them, and the tape's record count before it."""
-    adjoint = kwargs.get("adjoint", False)
-    record_tape = kwargs.get("record_tape", True)
+    options = {**dict(zip(_LAUNCH_OPTIONS, args)), **kwargs}
+    adjoint = options.get("adjoint", False)
+    record_tape = options.get("record_tape", True)
     tape = warp_compat.active_tape()
     call = LaunchCall(
         kernel, dim, list(inputs or []), list(outputs or []), bool(adjoint), bool(record_tape), tape,
-        call_site(), bool(STATE.in_backward), bool(STATE.in_optimizer),
+        call_site(), bool(STATE.in_backward), bool(STATE.in_optimizer), options,
     )
     if not adjoint:
         _emit("before_launch", call)
@@ -243,7 +252,7 @@ def _launch(kernel, dim, inputs=(), outputs=(), *args, **kwargs):
     orig_launch = STATE.originals["launch"]
     if STATE.in_hook:
         return orig_launch(kernel, dim, inputs, outputs, *args, **kwargs)
-    before = _ours("launch", _before_launch, kernel, dim, inputs, outputs, kwargs)
+    before = _ours("launch", _before_launch, kernel, dim, inputs, outputs, args, kwargs)
     if before is None:
         return orig_launch(kernel, dim, inputs, outputs, *args, **kwargs)
     call, n_before = before

@@ -7,7 +7,6 @@ Writes one JSON document to `$WARPGRAD_RESULT` and exits; the user's script keep
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
+from . import module_files
 from .protocol import (
     HARNESS_CONFIG,
     PROTOCOL_VERSION,
@@ -29,6 +29,7 @@ from .protocol import (
     BatchEntry,
     ChildError,
     ChildErrorKind,
+    FdConfig,
     HarnessResult,
     LogSite,
     ResultStatus,
@@ -102,27 +103,7 @@ class Session:
 
     def files(self) -> dict[str, str]:
         """sha256 of every workspace file this run imported (the evidence names what it exercised)."""
-        paths = set()
-        for mod in list(sys.modules.values()):
-            f = getattr(mod, "__file__", None)
-            if f:
-                paths.add(Path(f).resolve())
-        if self.script:
-            paths.add(self.script)
-        for extra in self.config.extra_files:
-            paths.add(Path(extra).resolve())
-        out = {}
-        for p in sorted(paths):
-            if p.suffix != ".py" or not p.is_file() or ".warpgrad" in p.parts:
-                continue
-            try:
-                rel = p.relative_to(self.workspace)
-            except ValueError:
-                continue
-            if any(part in ("site-packages", ".venv", "venv") for part in rel.parts):
-                continue
-            out[rel.as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-        return out
+        return module_files.workspace_files(self.workspace, self.script, self.config.extra_files)
 
     def finish(self, status: ResultStatus, error: ChildError | None = None) -> None:
         """Write the report and end the process now (the rest of the user's script must not run)."""
@@ -159,7 +140,6 @@ class Session:
 
 
 SESSION: Session | None = None
-
 
 def _jsonable(o: Any) -> Any:
     """What `to_jsonable_python` cannot serialize itself: numpy scalars and arrays as numbers, anything else as repr."""
@@ -326,8 +306,17 @@ def main(argv: list[str]) -> None:
         run_batch(cfg)
         return
     log = WarpLog()
+    if is_hub(cfg):
+        from . import forking
+
+        forking.limit_threads()  # before boot imports numpy: the hub forks in the middle of the script
     boot(cfg, log)
     run_session(cfg, log)
+
+
+def is_hub(cfg: SessionMode) -> bool:
+    """An FD hub (`harness.serve`): a session that forks in the middle of the user's script."""
+    return isinstance(cfg, FdConfig) and cfg.capture.serve is not None
 
 
 def run_batch(cfg: BatchConfig) -> None:
@@ -388,7 +377,9 @@ def run_session(cfg: SessionMode, log: WarpLog) -> None:
     SESSION = session = Session(cfg, log)
     from . import forking
 
-    forking.restore_threads()  # a forked run computes with the user's BLAS threads, as a fresh process does
+    # A forked run computes with the user's BLAS threads, as a fresh process does; a hub's evaluations get
+    # theirs after the hub forks them (threads started now would make the hub unforkable).
+    forking.restore_threads(defer_pool=is_hub(cfg))
     random.seed(cfg.seed)
     import numpy as np
     import warp as wp

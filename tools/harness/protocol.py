@@ -50,11 +50,32 @@ class Perturbation(_Config):
     delta: str = Field(description="Path of a .npy file holding the perturbation to add.")
 
 
+class ServeOptions(_Config):
+    """An FD hub: the run goes as far as the first use of any of `roles` in the evaluated iteration, then serves the
+    evaluations the parent sends over the unix socket at `socket`, one forked process each (`harness.serve`)."""
+
+    socket: str = Field(description="Path of the unix socket the hub listens on (in a folder only the parent and "
+                        "the run can reach).")
+    roles: list[str] = Field(min_length=1, description="Every role a served evaluation may perturb: the hub forks "
+                             "before the first of them is used.")
+    jobs: int = Field(1, ge=1, description="Evaluations run at the same time.")
+    idle_s: float = Field(120.0, gt=0, description="The hub ends when the parent sends nothing for this long.")
+
+
 class FdOptions(CaptureOptions):
-    """One FD evaluation (mode "fd"): perturb the parameters at their first use in `iteration`, stop at its end."""
+    """One FD evaluation (mode "fd"): perturb the parameters at their first use in `iteration`, stop at its end.
+
+    With `serve`, a hub instead: no perturbation of its own (`perturb` empty), many evaluations forked from it."""
 
     iteration: int = Field(description="The iteration whose objective is evaluated.")
     perturb: list[Perturbation] = Field(default_factory=list)
+    serve: ServeOptions | None = None
+
+    @model_validator(mode="after")
+    def _a_hub_perturbs_nothing_itself(self) -> FdOptions:
+        if self.serve is not None and self.perturb:
+            raise ValueError("an FD hub (serve) perturbs nothing itself: its evaluations bring their perturbations")
+        return self
 
 
 class ProbeOptions(_Config):
@@ -364,6 +385,40 @@ class BatchEntry(BaseModel):
     returncode: int | None = None
 
 
+class ServeEvaluation(_Config):
+    """One evaluation the parent asks an FD hub for: what to perturb and where the forked process writes."""
+
+    perturb: list[Perturbation] = Field(default_factory=list)
+    outdir: str = Field(description="Where its .npy files go (one folder per evaluation: they run side by side).")
+    result: str
+    stderr: str
+    timeout_s: float = Field(gt=0)
+
+
+class ServeRequest(_Config):
+    """One line the parent writes to the hub's socket: evaluations to run (the hub answers with a `ServeReply`)."""
+
+    version: int = PROTOCOL_VERSION
+    evaluations: list[ServeEvaluation] = Field(min_length=1)
+
+
+class ServeReply(BaseModel):
+    """The hub's answer to a `ServeRequest`: how each forked evaluation ended, in the request's order."""
+
+    version: int = PROTOCOL_VERSION
+    entries: list[BatchEntry]
+
+
+class ServeReport(Section):
+    """An FD hub's own section: where it forked, how many evaluations it served, or why it served none."""
+
+    forked_at: str | None = Field(None, description="The role (or the stop) at which the run was forked.")
+    served: int = 0
+    requests: int = 0
+    refused: str | None = Field(None, description="Why the hub could not fork (another thread alive); the parent "
+                                "then runs each evaluation from the start.")
+
+
 ResultStatus = Literal["completed", "error", "no_script", "harness_error"]
 
 
@@ -403,6 +458,7 @@ class HarnessResult(BaseModel):
     # cannot read fails the tape inspection, not the whole run.
     tape_inspect: dict[str, Any] | None = None
     batch: list[BatchEntry] | None = None
+    fd_serve: ServeReport | None = None
 
     def listener_failure(self, key: str, section: Section | None) -> str | None:
         """The failure of listener `key`: its `result()` raised, or one of its hooks did."""

@@ -271,3 +271,18 @@ def module_meta_name(module: Any, block_dim: int) -> str:
 def run_module_codegen(module: Any, options: dict[str, Any], is_cpu: bool) -> None:
     """Run codegen alone, as `Module._compile` does before the native compile (`Module._run_codegen`)."""
     module._run_codegen(options, is_cpu)
+
+
+def load_launch_module(kernel: Any, options: dict[str, Any]) -> None:
+    """Load the module a `wp.launch(kernel, ..., **options)` that is about to run would load, as the launch does
+    (`Module.load(device, block_dim)` with `_resolve_launch_block_dim`; the stream's device when one is given).
+
+    The FD hub forks inside such a launch: loading here, once, spares each forked evaluation the load; the
+    launch then finds it loaded. Generic kernels (their overload is chosen from the arguments) are left to it.
+    """
+    if getattr(kernel, "is_generic", True):
+        return
+    stream = options.get("stream")
+    device = stream.device if stream is not None else _context.runtime.get_device(options.get("device"))
+    block_dim = _context._resolve_launch_block_dim(device, options.get("block_dim"))
+    kernel.module.load(device, block_dim)

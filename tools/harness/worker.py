@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .. import reaper
 from ..worker_wire import MAX_MESSAGE, WorkerBoot, WorkerDone, WorkerHello, WorkerRequest, WorkerStarted
-from . import forking
+from . import forking, module_files
 from .protocol import RunConfig
 
 PACKAGE = Path(__file__).resolve().parents[2]
@@ -49,6 +49,7 @@ def boot(spec: WorkerBoot) -> dict[str, str]:
     main.boot(RunConfig(workspace=os.getcwd()), main.WarpLog())  # Warp's defaults: no tracker, no device
     _import_run_modules(main.MODES.values())
     forking.find_blas()
+    module_files.prime()
     if spec.modules:
         added = [p for p in spec.sys_path if p not in sys.path]
         sys.path[:0] = added

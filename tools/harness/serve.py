@@ -1,0 +1,164 @@
+"""An FD hub: one run of the user's script that serves every FD evaluation of an iteration from its fork point.
+
+An FD evaluation reruns the script from the start and differs from an unperturbed run only from the first
+use of a perturbed parameter in the checked iteration on: everything before (imports, module loads, the
+earlier iterations) is the same in every evaluation. A hub runs that prefix once. At the first use of any role
+the parent named (`ServeOptions.roles`), or at the iteration's end or the script's end when none is used, it
+listens on a unix socket; each evaluation the parent sends (`ServeRequest`) is a process forked from there
+that takes its perturbation, its result path and its streams, and returns into the user's script to run to the
+iteration's end, as a fresh FD run would from the same state (same seeds, same arrays, bit for bit).
+
+Fork safety is `forking`'s: the hub runs its prefix with one-thread BLAS pools, and where the script has
+started a thread of its own by the fork point the hub forks nothing and says why (`ServeReport.refused`);
+the parent then runs each evaluation from the start. Past the fork point the hub never returns into the
+user's script: it answers requests until the parent closes the socket (or is silent for `idle_s`), writes
+its own result and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from . import forking, module_files
+from .protocol import BatchEntry, ServeEvaluation, ServeOptions, ServeReply, ServeReport, ServeRequest
+
+if TYPE_CHECKING:
+    from .main import Session
+
+_POLL_S = 0.002
+
+
+class _HubSection:
+    """The hub's section of its own result (`fd_serve`), added to the session's listeners at the fork point."""
+
+    key = "fd_serve"
+    broken: str | None = None
+
+    def __init__(self, report: ServeReport) -> None:
+        self.report = report
+
+    def result(self) -> ServeReport:
+        return self.report
+
+
+def serve(session: Session, options: ServeOptions, at: str) -> ServeEvaluation:
+    """Fork the evaluations the parent asks for, from here.
+
+    Returns only in a forked evaluation, set up to continue the script (streams, result path, BLAS threads):
+    the caller applies the returned perturbation. In the hub it never returns: it serves, writes its result and
+    exits, whatever happens (an exception here must not let the hub run on into the user's script).
+    """
+    section = _HubSection(ServeReport(forked_at=at))
+    session.listeners.append(section)
+    try:
+        threads = forking.thread_count()
+        if threads > 1:
+            section.report.refused = (f"{threads} threads were alive when the run reached {at}: forking now could "
+                                      "deadlock the evaluations")
+        else:
+            module_files.prime()  # each evaluation lists the files it imported: resolve them once, here
+            picked = _serve(session, options, section)
+            if picked is not None:
+                return picked
+    except BaseException as e:  # noqa: BLE001 - the hub must end here, with its result, whatever failed
+        section.report.listener_error = f"{type(e).__name__}: {e}"
+    session.finish("completed")
+    os._exit(0)  # finish exits; this line is for the type checker and for a finish already done
+
+
+def _serve(session: Session, options: ServeOptions, section: _HubSection) -> ServeEvaluation | None:
+    """The hub's loop: one `ServeReply` per `ServeRequest` line. In a forked evaluation, its evaluation."""
+    listen = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listen.bind(options.socket)
+    listen.listen(1)
+    listen.settimeout(options.idle_s)
+    try:
+        conn, _ = listen.accept()
+    except TimeoutError:
+        section.report.listener_error = f"the parent did not connect within {options.idle_s:g} s"
+        return None
+    conn.settimeout(options.idle_s)
+    lines = conn.makefile("rb")
+    while True:
+        try:
+            line = lines.readline()
+        except TimeoutError:
+            return None  # the parent went quiet: nothing more to serve
+        if not line:
+            return None  # the parent closed the socket: done
+        try:
+            request = ServeRequest.model_validate_json(line)
+        except ValidationError as e:
+            section.report.listener_error = f"an invalid request (a bug in warpgrad): {e}"
+            return None
+        section.report.requests += 1
+        ran = _run(request.evaluations, options.jobs, (lines, conn, listen), session, section)
+        if isinstance(ran, ServeEvaluation):
+            return ran
+        section.report.served += len(ran)
+        conn.sendall(ServeReply(entries=ran).model_dump_json().encode() + b"\n")
+
+
+def _run(evaluations: list[ServeEvaluation], jobs: int, owned: tuple, session: Session,
+         section: _HubSection) -> ServeEvaluation | list[BatchEntry]:
+    """Fork each evaluation, `jobs` at a time, each killed at its own time limit; how each ended, in order.
+
+    In a forked evaluation, returns that evaluation (set up by `_become`)."""
+    entries: list[BatchEntry | None] = [None] * len(evaluations)
+    running: dict[int, tuple[int, float]] = {}  # pid -> (index, start)
+    following = 0
+    while following < len(evaluations) or running:
+        while following < len(evaluations) and len(running) < jobs:
+            pid = forking.fork()
+            if pid == 0:
+                return _become(evaluations[following], owned, session, section)
+            running[pid] = (following, time.monotonic())
+            following += 1
+        for pid, (i, started) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                entries[i] = _entry(status, started)
+            elif time.monotonic() - started > evaluations[i].timeout_s:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                entries[i] = BatchEntry(wall_s=round(time.monotonic() - started, 3), timed_out=True)
+            else:
+                continue
+            del running[pid]
+        if running:
+            time.sleep(_POLL_S)
+    return [e if e is not None else BatchEntry() for e in entries]
+
+
+def _entry(status: int, started: float) -> BatchEntry:
+    entry = BatchEntry(wall_s=round(time.monotonic() - started, 3))
+    if os.WIFSIGNALED(status):
+        entry.signal = signal.Signals(os.WTERMSIG(status)).name
+    else:
+        entry.returncode = os.WEXITSTATUS(status)
+    return entry
+
+
+def _become(evaluation: ServeEvaluation, owned: tuple, session: Session, section: _HubSection) -> ServeEvaluation:
+    """Turn the forked process into the evaluation: the hub's sockets closed, its own result path, stdout
+    discarded and stderr to its file (as a batch's session), the user's BLAS threads, its own clock."""
+    for obj in owned:
+        obj.close()
+    session.listeners.remove(section)
+    os.environ["WARPGRAD_RESULT"] = evaluation.result
+    session.result_path = evaluation.result
+    session.started = time.monotonic()
+    null = os.open(os.devnull, os.O_WRONLY)
+    err = os.open(evaluation.stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(null, 1)
+    os.dup2(err, 2)
+    os.close(null)
+    os.close(err)
+    forking.start_pool()
+    return evaluation

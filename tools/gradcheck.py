@@ -133,6 +133,9 @@ class GradcheckResult(BaseModel):
     iteration: int | None = None
     backward_calls: int | None = None
     evaluations: int = 0
+    evaluations_from_hub: int = Field(0, description="How many of the perturbed runs were forked at the checked "
+                                      "iteration from one run of the script (an FD hub) rather than run from the "
+                                      "start; both give the same objective.")
     mode: Literal["capture", "probe"] = "capture"
     script: str | None = None
     probe: str | None = None
@@ -222,6 +225,7 @@ class _Evaluator:
         self.hub_iteration: int | None = None
         self.hubs_started = 0
         self.hub_unusable = not self.forkable or os.environ.get(HUB_ENV) == "0"
+        self.from_hub: dict[int, int] = {}  # iteration -> evaluations a hub served
 
     def _config(self, iteration: int, pert: dict[str, np.ndarray]) -> tuple[FdConfig, Path]:
         k = self.counter = self.counter + 1
@@ -333,6 +337,7 @@ class _Evaluator:
         entries = hub.run([ServeEvaluation(perturb=c.capture.perturb, outdir=c.outdir or "", result=c.result or "",
                                            stderr=c.stderr or "", timeout_s=c.timeout_s) for c in subs])
         if entries is not None:
+            self.from_hub[iteration] = self.from_hub.get(iteration, 0) + len(entries)
             proc = ProcessResult(argv=["warpgrad FD hub"], returncode=None)
             return [self._forked(iteration, c, e, proc) for c, e in zip(subs, entries)]
         outcome = self.close()
@@ -557,6 +562,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=2, seed=args.seed + 1)
         report = engine.check_at(*after)
         res.evaluations = engine.evaluations
+    res.evaluations_from_hub = ev.from_hub.get(iteration, 0)
     b = base.get("eval")
     override = _judge_rerun(res, b, objective)
     if override is not None:
@@ -646,6 +652,7 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
         lead, other = later, first
     lead.iterations = sorted({*later.iterations, *first.iterations})
     lead.evaluations = later.evaluations + first.evaluations
+    lead.evaluations_from_hub = later.evaluations_from_hub + first.evaluations_from_hub
     lead.harness, lead.harness_id = later.harness, later.harness_id
     verdict = {True: "passed", False: "failed", None: "no verdict"}
     lead.notes.append(f"iteration {other.iteration} {verdict[other.passed]} ({other.signature}"

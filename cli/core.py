@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, overload
 
@@ -31,6 +33,18 @@ def workspace_for(script: Path | None, workspace: Path | None) -> Path:
         return cwd
     s = script.resolve()
     return cwd if s.is_relative_to(cwd) else s.parent
+
+
+@contextlib.contextmanager
+def warm_worker(ws: Path, device: str | None) -> Iterator[None]:
+    """Route the command's harness runs through one warm worker, booting it now: it imports Python, numpy and
+    Warp in its sandbox while this process imports the tools (import those inside the block)."""
+    from ..tools.worker import worker_pool
+
+    with worker_pool() as pool:
+        if pool is not None:
+            pool.prewarm(ws, device)
+        yield
 
 
 @overload
@@ -111,21 +125,24 @@ def gradcheck_cmd(
 
     Arguments after `--` go to the script.
     """
-    from ..tools.gradcheck import GradcheckArgs, gradcheck
     from ..tools.registry import ToolError
 
     ws = workspace_for(script or probe, workspace)
     try:
-        # The options are plain strings (`--device`); the model validates them and its error names the field.
-        args = GradcheckArgs.model_validate({
-            "script": rel_to(ws, script), "probe": rel_to(ws, probe), "args": list(ctx.args), "params": param or [],
-            "iteration": iteration, "objective": objective, "directions": directions, "elements": elements,
-            "device": device, "timeout_s": timeout, "record": record})
-        if as_json:
-            r = gradcheck(args, ws)
-        else:
-            with console.status("checking: capture run, then finite-difference runs of the script..."):
+        # The capture run and the FD hubs fork from one warm worker instead of booting Python and Warp each.
+        with warm_worker(ws, device):
+            from ..tools.gradcheck import GradcheckArgs, gradcheck
+
+            # The options are plain strings (`--device`); the model validates them and its error names the field.
+            args = GradcheckArgs.model_validate({
+                "script": rel_to(ws, script), "probe": rel_to(ws, probe), "args": list(ctx.args),
+                "params": param or [], "iteration": iteration, "objective": objective, "directions": directions,
+                "elements": elements, "device": device, "timeout_s": timeout, "record": record})
+            if as_json:
                 r = gradcheck(args, ws)
+            else:
+                with console.status("checking: capture run, then finite-difference runs of the script..."):
+                    r = gradcheck(args, ws)
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from None

@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from .core import console, out, rel_to, workspace_for
+from .core import console, out, rel_to, warm_worker, workspace_for
 
 if TYPE_CHECKING:
     from ..tools.diagnose import DiagnoseResult
@@ -112,14 +112,14 @@ def diagnose_cmd(
 
     Exit 0: gradients correct, 1: wrong, 2: no verdict or the script cannot run. Arguments after `--` go to the script.
     """
-    from ..tools.diagnose import DiagnoseArgs, run_diagnose
     from ..tools.registry import ToolError
-    from ..tools.worker import worker_pool
 
     ws = workspace_for(script, workspace)
     # The stages fork their runs from one warm worker instead of booting Python and Warp for each.
     try:
-        with worker_pool():
+        with warm_worker(ws, device):
+            from ..tools.diagnose import DiagnoseArgs, run_diagnose
+
             # Validated by the model: the CLI's plain strings (bisect, device) are checked against its Literals.
             args = DiagnoseArgs.model_validate({
                 "script": rel_to(ws, script), "args": list(ctx.args), "iteration": iteration, "params": param or [],

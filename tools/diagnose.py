@@ -17,9 +17,10 @@ Every stage is also a tool of its own; diagnose only orders them and weighs thei
 from __future__ import annotations
 
 import ast
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -368,7 +369,11 @@ class _Stages:
         # What `tape.inspect(..., gradcheck_launches=True)` adds to a capture run, for the FD check's capture run.
         self.rider = CaptureRider(listeners=[TAPE_ITERATIONS_LISTENER, LOCALIZE_LISTENER],
                                   tape_inspect=TapeInspectOptions(max_tapes=4),
-                                  localize=LocalizeOptions(gradcheck=True, nan=True))
+                                  localize=LocalizeOptions(gradcheck=True, nan=True),
+                                  first_verdict=self.after_first_verdict)
+        self.pool: ThreadPoolExecutor | None = None
+        self.tracker_future: Future[InstrumentResult] | None = None
+        self._tracker_lock = threading.Lock()
 
     def timed(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
         """`fn` recording its wall time under `name` (it may run on a worker thread)."""
@@ -421,6 +426,18 @@ class _Stages:
         if out is None or data is None:
             return self.stage("tape", lambda: self.tape(want if want is not None else self.args.iteration))
         return describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
+
+    def start_tracker(self) -> None:
+        """Start the tracker stage on the pool, once (the FD check's thread and the main thread both may ask)."""
+        with self._tracker_lock:
+            if self.tracker_future is None and self.pool is not None:
+                self.tracker_future = self.pool.submit(self.timed("tracker", self.tracker))
+
+    def after_first_verdict(self, gc: GradcheckResult) -> None:
+        """The later iteration's verdict, before the first iteration's check: a definite failure there is the
+        combined verdict too, so the tracker will be needed; it starts now, alongside that check."""
+        if gc.passed is False:
+            self.start_tracker()
 
     def tracker(self) -> InstrumentResult:
         a = self.args
@@ -511,6 +528,7 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
     # run's files), or the FD check's verdict. On a script that cannot run every stage fails as fast as it
     # does, and only the plain run's verdict (blocked) is reported.
     with ThreadPoolExecutor(3) as pool:
+        st.pool = pool
         run_future = pool.submit(st.timed("run", st.plain_run))
         gc_future = pool.submit(st.timed("gradcheck", st.fd_check))
         run = run_future.result()
@@ -521,17 +539,18 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         if not run.ok:
             return st.blocked(run)  # the pool still waits for the FD check, which fails as the script does
         st.rules(run)
-        tracker_future = pool.submit(st.timed("tracker", st.tracker)) if st.overwrite_finding() else None
+        if st.overwrite_finding():
+            st.start_tracker()
         st.say("gradcheck")
         gc = gc_future.result()  # an error of the check itself (not of the script) propagates
         st.verdict(gc)
         st.record("gradcheck", gc)
-        if tracker_future is None and st.needs_tracker():
-            tracker_future = pool.submit(st.timed("tracker", st.tracker))
+        if st.needs_tracker():
+            st.start_tracker()
         res.tape = st.tape_for(gc)
-        if tracker_future is not None:
+        if st.tracker_future is not None and st.needs_tracker():
             st.say("tracker")
-            res.tracker = tracker_future.result()
+            res.tracker = st.tracker_future.result()
     if res.tracker is not None:
         st.record("tracker", res.tracker)
     _rank(st.workspace, res)

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,8 +222,7 @@ class _Evaluator:
         self.counter = 0
         self.jobs = _jobs(args.jobs)
         self.forkable = args.device == "cpu" or not _cuda_possible()
-        self.hub: FdHub | None = None
-        self.hub_iteration: int | None = None
+        self.hubs: dict[int, FdHub] = {}  # iteration -> its hub
         self.hubs_started = 0
         self.hub_unusable = not self.forkable or os.environ.get(HUB_ENV) == "0"
         self.from_hub: dict[int, int] = {}  # iteration -> evaluations a hub served
@@ -306,27 +306,32 @@ class _Evaluator:
                 ordered[i + j * jobs] = ev
         return ordered  # type: ignore[return-value]
 
+    def prestart(self, cap: CapturedIteration) -> None:
+        """Start the hub of a captured iteration now, so that its run to the fork point overlaps other work."""
+        if cap.iteration is not None:
+            self._hub_for(cap.iteration, {p.role for p in cap.params if p.role})
+
     def _hub_for(self, iteration: int, roles: set[str]) -> FdHub | None:
-        """The hub of `iteration` (started on first use, the previous iteration's closed), or None when the
-        evaluations cannot fork from one: the hub is unusable, or they perturb a role it was not told of."""
+        """The hub of `iteration` (started on first use), or None when the evaluations cannot fork from one: the
+        hubs are unusable, or they perturb a role the hub was not told of."""
         if self.hub_unusable or not roles:
             return None
-        if self.hub is not None and self.hub_iteration == iteration:
-            return self.hub if roles <= self.hub.roles else None
-        self.close()
+        hub = self.hubs.get(iteration)
+        if hub is not None:
+            return hub if roles <= hub.roles else None
         self.hubs_started += 1
-        k = self.hubs_started
+        # The hub's own limit covers its start, its wait for the parent (another iteration's check may come
+        # first) and the evaluations it serves; past it the hub is killed and the evaluations still to come run
+        # from the start, each under its own limit.
+        budget = self.args.timeout_s * 4 + 60
         cfg = FdConfig(**self.base.model_dump(include=self.INHERITED), outdir=str(self.tmp),
                        capture=FdOptions(iteration=iteration, scheme=self.scheme, objective=self.args.objective,
                                          params=self.args.params,
-                                         serve=ServeOptions(socket=str(self.tmp / f"hub{k}.sock"), roles=sorted(roles),
-                                                            jobs=self.jobs)))
-        # The hub's own limit covers its start and the evaluations it serves; past it the hub is killed and the
-        # evaluations still to come run from the start, each under its own limit.
-        self.hub = FdHub(cfg, cwd=self.workspace, timeout_s=self.args.timeout_s * 4 + 60, device=self.args.device)
-        self.hub_iteration = iteration
-        self.hub.start()
-        return self.hub
+                                         serve=ServeOptions(socket=str(self.tmp / f"hub{self.hubs_started}.sock"),
+                                                            roles=sorted(roles), jobs=self.jobs, idle_s=budget)))
+        hub = self.hubs[iteration] = FdHub(cfg, cwd=self.workspace, timeout_s=budget, device=self.args.device)
+        hub.start()
+        return hub
 
     def _served(self, iteration: int, batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation] | None:
         """The batch's evaluations forked from the iteration's hub; None when they must run from the start."""
@@ -340,28 +345,32 @@ class _Evaluator:
             self.from_hub[iteration] = self.from_hub.get(iteration, 0) + len(entries)
             proc = ProcessResult(argv=["warpgrad FD hub"], returncode=None)
             return [self._forked(iteration, c, e, proc) for c, e in zip(subs, entries)]
-        outcome = self.close()
+        outcome = hub.close()
         self.hub_unusable = True
         if hub.ended_early and outcome is not None and outcome.process.timed_out:
             # The script's start outlived the time limit: each evaluation from the start would too.
             return [self._result(iteration, outcome)] * len(batch)
         return None  # run from the start: a failure of the start reproduces there with its own messages
 
-    def close(self) -> HarnessOutcome[FdResult] | None:
-        """End the open hub, if any; its outcome."""
-        hub, self.hub, self.hub_iteration = self.hub, None, None
-        return hub.close() if hub is not None else None
+    def close(self) -> None:
+        """End every hub."""
+        hubs, self.hubs = list(self.hubs.values()), {}
+        for hub in hubs:
+            hub.close()
 
 
 @dataclass
 class CaptureRider:
-    """Harness listeners that observe the capture run too (diagnose's tape inspection): their settings go into
-    the capture run's config (never into the FD evaluations'); `outcome` is the last capture run's."""
+    """What diagnose adds to the check: harness listeners that observe the capture run too (the tape inspection;
+    their settings go into the capture run's config, never into the FD evaluations'; `outcome` is the last
+    capture run's), and `first_verdict`, told the later iteration's verdict before the first iteration is
+    checked (work that verdict decides can start alongside)."""
 
     listeners: list[str]
     tape_inspect: TapeInspectOptions | None = None
     localize: LocalizeOptions | None = None
     outcome: HarnessOutcome[CaptureResult] | None = None
+    first_verdict: Callable[[GradcheckResult], None] | None = None
 
     def apply(self, cfg: CaptureConfig) -> CaptureConfig:
         return cfg.model_copy(update={"listeners": [*cfg.listeners, *self.listeners],
@@ -461,6 +470,13 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
         if refusal:
             return _fail(res, refusal)
         ev = _Evaluator(args, workspace, script, base, tmp, cap.scheme)
+        # The runs to both checked iterations' fork points start together: the first iteration's (checked second)
+        # then waits at its fork point instead of starting after the later iteration's check.
+        ev.prestart(cap)
+        if args.iteration is None:
+            for other in cap.other_iterations:
+                if other.iteration == 0:
+                    ev.prestart(other)
         factor, printed = _reported_factor(run.stdout_tail, cap.seeded_trajectory, args.objective)
         res.printed_vs_seeded = printed
         seeds = cap.objective_seeds
@@ -475,6 +491,8 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
                              "the seeded one. If the printed quantity is the real objective, rerun with --objective "
                              "VARIABLE")
         primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True)
+        if rider is not None and rider.first_verdict is not None:
+            rider.first_verdict(primary)
         others = [o for o in cap.other_iterations if o.iteration == 0]
         if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
             return primary

@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import ValidationError
 
@@ -39,7 +40,7 @@ class FdHub:
         self.socket_path = Path(serve.socket)
         self.outcome: HarnessOutcome[FdResult] | None = None
         self._conn: socket.socket | None = None
-        self._lines = None
+        self._lines: BinaryIO | None = None
         self._dead = False
         self._thread = threading.Thread(target=self._run_hub, args=(cwd, timeout_s, device), daemon=True,
                                         name="warpgrad-fd-hub")

@@ -15,6 +15,9 @@ parameter array every iteration are followed too.
 `CaptureListener` in "capture" mode records the objective seeded into `backward`, the parameters and
 the gradient the optimizer consumed at iteration T. In "fd" mode it adds a perturbation to each
 parameter at its first use in iteration T, and reports the objective at T's end (then stops the run).
+An FD hub ("fd" with `serve`) perturbs nothing itself: at the first use of any role it serves (or at T's
+end, or the script's, when none is used) it forks one evaluation per request (`serve.py`), and each
+forked process goes on from there as a perturbed "fd" run.
 """
 
 from __future__ import annotations

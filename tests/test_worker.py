@@ -76,9 +76,12 @@ def test_gradcheck_through_the_worker_gives_the_fresh_verdict_and_numbers(exampl
     with worker.worker_pool() as pool:
         assert pool is not None
         warm = check(args, example)
-        assert pool.served >= 3  # the capture run and the batches of FD evaluations
+        assert pool.served >= 3  # the capture run and the FD hubs of both iterations
     assert (warm.passed, warm.signature) == (cold.passed, cold.signature)
     assert [(p.role, p.ad, p.fd) for p in warm.params] == [(p.role, p.ad, p.fd) for p in cold.params]
+    assert [(d.ad, d.fd) for d in warm.directions] == [(d.ad, d.fd) for d in cold.directions]
+    # A hub forked from the worker forks its evaluations too: all but the capture run came from one.
+    assert warm.evaluations_from_hub == warm.evaluations - 1
 
 
 def test_a_timeout_kills_the_run_and_what_it_started_and_the_worker_serves_on(tmp_path):

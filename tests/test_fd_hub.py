@@ -192,3 +192,34 @@ def test_gradcheck_gives_the_same_numbers_with_the_hub_as_from_the_start(tmp_pat
     assert with_hub.directions, with_hub.reason
     # Every perturbed run but the capture came from a hub on one side, none on the other.
     assert with_hub.evaluations_from_hub == with_hub.evaluations - 1 and without.evaluations_from_hub == 0
+
+
+NOISE_AFTER_FIRST_USE = """
+rng = np.random.default_rng()  # seeded from the OS: every run of the script draws other numbers
+v = wp.array(init_v(), dtype=float, requires_grad=True)
+opt = warp.optim.SGD([v], lr=0.05)
+for it in range(ITERS):
+    xs = [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(STEPS + 1)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(step, N, inputs=[xs[0], v, xs[1], 0.1])
+        # Drawn after v's first use, so inside every evaluation a hub forks: the forked evaluations share the
+        # hub's generator state (and agree with each other), but not the capture run's.
+        xs[1].assign(xs[1].numpy() + rng.normal(size=N).astype(np.float32) * 0.1)
+        for s in range(1, STEPS):
+            wp.launch(step, N, inputs=[xs[s], v, xs[s + 1], 0.1])
+        wp.launch(loss_k, N, inputs=[xs[STEPS], target], outputs=[loss])
+    tape.backward(loss)
+    opt.step([v.grad])
+    tape.zero()
+"""
+
+
+def test_noise_drawn_after_the_fork_point_is_still_found_by_the_unperturbed_rerun(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "train.py").write_text(HEADER + NOISE_AFTER_FIRST_USE, encoding="utf-8")
+    r = check(GradcheckArgs(script="train.py", record=False), ws)
+    assert r.evaluations_from_hub > 0
+    assert (r.passed, r.signature, r.nondeterministic) == (None, "inconclusive", True), r.reason

@@ -415,8 +415,8 @@ class ServeReport(Section):
     forked_at: str | None = Field(None, description="The role (or the stop) at which the run was forked.")
     served: int = 0
     requests: int = 0
-    refused: str | None = Field(None, description="Why the hub could not fork (another thread alive); the parent "
-                                "then runs each evaluation from the start.")
+    refused: str | None = Field(None, description="Why the hub could not fork (another thread alive, a CUDA "
+                                "context); the parent then runs each evaluation from the start.")
 
 
 ResultStatus = Literal["completed", "error", "no_script", "harness_error"]

@@ -9,8 +9,9 @@ that takes its perturbation, its result path and its streams, and returns into t
 iteration's end, as a fresh FD run would from the same state (same seeds, same arrays, bit for bit).
 
 Fork safety is `forking`'s: the hub runs its prefix with one-thread BLAS pools, and where the script has
-started a thread of its own by the fork point the hub forks nothing and says why (`ServeReport.refused`);
-the parent then runs each evaluation from the start. Past the fork point the hub never returns into the
+started a thread of its own, or put an array on a GPU (a CUDA context does not survive a fork), by the fork
+point, the hub forks nothing and says why (`ServeReport.refused`); the parent then runs each evaluation from
+the start. Past the fork point the hub never returns into the
 user's script: it answers requests until the parent closes the socket (or is silent for `idle_s`), writes
 its own result and exits.
 """
@@ -61,6 +62,9 @@ def serve(session: Session, options: ServeOptions, at: str) -> ServeEvaluation:
         if threads > 1:
             section.report.refused = (f"{threads} threads were alive when the run reached {at}: forking now could "
                                       "deadlock the evaluations")
+        elif _cuda_in_use():
+            section.report.refused = (f"the script had used a CUDA device when the run reached {at}: a CUDA "
+                                      "context does not survive a fork")
         else:
             module_files.prime()  # each evaluation lists the files it imported: resolve them once, here
             picked = _serve(session, options, section)
@@ -70,6 +74,14 @@ def serve(session: Session, options: ServeOptions, at: str) -> ServeEvaluation:
         section.report.listener_error = f"{type(e).__name__}: {e}"
     session.finish("completed")
     os._exit(0)  # finish exits; this line is for the type checker and for a finish already done
+
+
+def _cuda_in_use() -> bool:
+    """A CUDA device holds a context in this process (the parent only asks for a hub on the CPU, but a script
+    may still put arrays on a GPU itself)."""
+    import warp as wp
+
+    return any(d.has_context for d in wp.get_cuda_devices())
 
 
 def _serve(session: Session, options: ServeOptions, section: _HubSection) -> ServeEvaluation | None:

@@ -357,15 +357,17 @@ def run_harness(
             proc = run_process(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem, sandbox=policy)
         secrets = secret_values()
         _redact_stderr_files(config, secrets)
-        result = None
-        if res_path.exists():
-            try:
-                raw = json.loads(res_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                raw = None
-            if raw is not None:
-                result = parse_result(_redact_tree(raw, secrets), result_type)
+        result = _read_result(res_path, secrets, result_type) if res_path.exists() else None
         return HarnessOutcome(process=proc, result=result)
+
+
+def _read_result(path: Path, secrets: list[str], result_type: type[R]) -> R | None:
+    """The result document at `path`, redacted and parsed (None when it is not JSON: a half-written one)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+    return None if raw is None else parse_result(_redact_tree(raw, secrets), result_type)
 
 
 def _sessions(config: HarnessConfig) -> list[SessionMode]:
@@ -394,14 +396,7 @@ def read_forked_session(result: Path, stderr: Path, result_type: type[R]) -> tup
     _redact_file(stderr, secrets)
     tail = stderr.read_text(encoding="utf-8", errors="replace")[-8000:] \
         if stderr.is_file() and not stderr.is_symlink() else None
-    data = None
-    if result.is_file() and not result.is_symlink():
-        try:
-            raw = json.loads(result.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            raw = None
-        if raw is not None:
-            data = parse_result(_redact_tree(raw, secrets), result_type)
+    data = _read_result(result, secrets, result_type) if result.is_file() and not result.is_symlink() else None
     return data, tail
 
 

@@ -102,6 +102,6 @@ class FdHub:
             self._conn.close()
         self._conn = self._lines = None
         self._dead = True
-        if self._thread.is_alive() or self._thread.ident is not None:
+        if self._thread.ident is not None:  # started
             self._thread.join()
         return self.outcome

@@ -223,7 +223,6 @@ class _Evaluator:
         self.jobs = _jobs(args.jobs)
         self.forkable = args.device == "cpu" or not _cuda_possible()
         self.hubs: dict[int, FdHub] = {}  # iteration -> its hub
-        self.hubs_started = 0
         self.hub_unusable = not self.forkable or os.environ.get(HUB_ENV) == "0"
         self.from_hub: dict[int, int] = {}  # iteration -> evaluations a hub served
 
@@ -319,7 +318,6 @@ class _Evaluator:
         hub = self.hubs.get(iteration)
         if hub is not None:
             return hub if roles <= hub.roles else None
-        self.hubs_started += 1
         # The hub's own limit covers its start, its wait for the parent (another iteration's check may come
         # first) and the evaluations it serves; past it the hub is killed and the evaluations still to come run
         # from the start, each under its own limit.
@@ -327,7 +325,7 @@ class _Evaluator:
         cfg = FdConfig(**self.base.model_dump(include=self.INHERITED), outdir=str(self.tmp),
                        capture=FdOptions(iteration=iteration, scheme=self.scheme, objective=self.args.objective,
                                          params=self.args.params,
-                                         serve=ServeOptions(socket=str(self.tmp / f"hub{self.hubs_started}.sock"),
+                                         serve=ServeOptions(socket=str(self.tmp / f"hub{iteration}.sock"),
                                                             roles=sorted(roles), jobs=self.jobs, idle_s=budget)))
         hub = self.hubs[iteration] = FdHub(cfg, cwd=self.workspace, timeout_s=budget, device=self.args.device)
         hub.start()

@@ -14,8 +14,15 @@ import contextlib
 import ctypes
 import functools
 import os
+import signal
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
+
+from .protocol import BatchEntry
+
+_POLL_S = 0.002
 
 # OpenBLAS reads the first of these that is set; MKL and OpenMP runtimes read the last two.
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -65,6 +72,57 @@ def fork() -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     return os.fork()
+
+
+def fork_each(time_limits: Sequence[float], jobs: int = 1) -> int | list[BatchEntry]:
+    """Fork one process per time limit, `jobs` at a time, each killed (SIGKILL) at its own limit.
+
+    Returns, in a forked process, its index: the caller sets it up as that item and must never come back into
+    the loop. In the forking process, how each ended, in order, once all have.
+    """
+    entries: list[BatchEntry | None] = [None] * len(time_limits)
+    running: dict[int, tuple[int, float]] = {}  # pid -> (index, start)
+    following = 0
+    while following < len(time_limits) or running:
+        while following < len(time_limits) and len(running) < jobs:
+            pid = fork()
+            if pid == 0:
+                return following
+            running[pid] = (following, time.monotonic())
+            following += 1
+        for pid, (i, started) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                entries[i] = _ended(status, started)
+            elif time.monotonic() - started > time_limits[i]:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                entries[i] = BatchEntry(wall_s=round(time.monotonic() - started, 3), timed_out=True)
+            else:
+                continue
+            del running[pid]
+        if running:
+            time.sleep(_POLL_S)
+    return [e if e is not None else BatchEntry() for e in entries]
+
+
+def _ended(status: int, started: float) -> BatchEntry:
+    entry = BatchEntry(wall_s=round(time.monotonic() - started, 3))
+    if os.WIFSIGNALED(status):
+        entry.signal = signal.Signals(os.WTERMSIG(status)).name
+    else:
+        entry.returncode = os.WEXITSTATUS(status)
+    return entry
+
+
+def redirect_streams(stderr: str) -> None:
+    """In a forked session: stdout discarded, stderr to its own file (the forking process reads it back)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(null, 1)
+    os.dup2(err, 2)
+    os.close(null)
+    os.close(err)
 
 
 _deferred_pool: int | None = None

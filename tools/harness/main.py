@@ -26,7 +26,6 @@ from .protocol import (
     HARNESS_CONFIG,
     PROTOCOL_VERSION,
     BatchConfig,
-    BatchEntry,
     ChildError,
     ChildErrorKind,
     FdConfig,
@@ -326,46 +325,19 @@ def run_batch(cfg: BatchConfig) -> None:
     inherits it. Only for CPU runs: CUDA does not survive a fork (the runtime never asks for this
     when CUDA is in play).
     """
-    import signal
-
     from . import forking
 
     forking.limit_threads()  # before boot imports numpy: its BLAS pool would be threads alive at the fork
     boot(cfg.batch[0], WarpLog())
-    out = []
-    for sub in cfg.batch:
-        started = time.monotonic()
-        pid = forking.fork()
-        if pid == 0:  # the child: one session, then exit without returning into the loop
-            try:
-                os.environ["WARPGRAD_RESULT"] = str(sub.result)
-                null = os.open(os.devnull, os.O_WRONLY)
-                err = os.open(str(sub.stderr), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                os.dup2(null, 1)
-                os.dup2(err, 2)
-                run_session(sub, WarpLog())
-            finally:
-                os._exit(70)
-        deadline = started + sub.timeout_s
-        status: Any = None
-        while status is None:
-            done, st = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = st
-            elif time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                status = "timeout"
-            else:
-                time.sleep(0.005)
-        entry = BatchEntry(wall_s=round(time.monotonic() - started, 3))
-        if status == "timeout":
-            entry.timed_out = True
-        elif os.WIFSIGNALED(status):
-            entry.signal = signal.Signals(os.WTERMSIG(status)).name
-        else:
-            entry.returncode = os.WEXITSTATUS(status)
-        out.append(entry)
+    out = forking.fork_each([sub.timeout_s for sub in cfg.batch])
+    if isinstance(out, int):  # the child: one session, then exit without returning into the loop
+        sub = cfg.batch[out]
+        try:
+            os.environ["WARPGRAD_RESULT"] = str(sub.result)
+            forking.redirect_streams(str(sub.stderr))
+            run_session(sub, WarpLog())
+        finally:
+            os._exit(70)
     doc = HarnessResult(status="completed", batch=out)
     write_result(os.environ["WARPGRAD_RESULT"], doc.model_dump(mode="json", exclude_none=True))
     sys.stdout.flush()

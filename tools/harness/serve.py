@@ -19,7 +19,6 @@ its own result and exits.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import time
 from typing import TYPE_CHECKING
@@ -31,9 +30,6 @@ from .protocol import BatchEntry, ServeEvaluation, ServeOptions, ServeReply, Ser
 
 if TYPE_CHECKING:
     from .main import Session
-
-_POLL_S = 0.002
-
 
 class _HubSection:
     """The hub's section of its own result (`fd_serve`), added to the session's listeners at the fork point."""
@@ -122,39 +118,8 @@ def _run(evaluations: list[ServeEvaluation], jobs: int, owned: tuple, session: S
     """Fork each evaluation, `jobs` at a time, each killed at its own time limit; how each ended, in order.
 
     In a forked evaluation, returns that evaluation (set up by `_become`)."""
-    entries: list[BatchEntry | None] = [None] * len(evaluations)
-    running: dict[int, tuple[int, float]] = {}  # pid -> (index, start)
-    following = 0
-    while following < len(evaluations) or running:
-        while following < len(evaluations) and len(running) < jobs:
-            pid = forking.fork()
-            if pid == 0:
-                return _become(evaluations[following], owned, session, section)
-            running[pid] = (following, time.monotonic())
-            following += 1
-        for pid, (i, started) in list(running.items()):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                entries[i] = _entry(status, started)
-            elif time.monotonic() - started > evaluations[i].timeout_s:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                entries[i] = BatchEntry(wall_s=round(time.monotonic() - started, 3), timed_out=True)
-            else:
-                continue
-            del running[pid]
-        if running:
-            time.sleep(_POLL_S)
-    return [e if e is not None else BatchEntry() for e in entries]
-
-
-def _entry(status: int, started: float) -> BatchEntry:
-    entry = BatchEntry(wall_s=round(time.monotonic() - started, 3))
-    if os.WIFSIGNALED(status):
-        entry.signal = signal.Signals(os.WTERMSIG(status)).name
-    else:
-        entry.returncode = os.WEXITSTATUS(status)
-    return entry
+    ran = forking.fork_each([e.timeout_s for e in evaluations], jobs)
+    return _become(evaluations[ran], owned, session, section) if isinstance(ran, int) else ran
 
 
 def _become(evaluation: ServeEvaluation, owned: tuple, session: Session, section: _HubSection) -> ServeEvaluation:
@@ -166,11 +131,6 @@ def _become(evaluation: ServeEvaluation, owned: tuple, session: Session, section
     os.environ["WARPGRAD_RESULT"] = evaluation.result
     session.result_path = evaluation.result
     session.started = time.monotonic()
-    null = os.open(os.devnull, os.O_WRONLY)
-    err = os.open(evaluation.stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(null, 1)
-    os.dup2(err, 2)
-    os.close(null)
-    os.close(err)
+    forking.redirect_streams(evaluation.stderr)
     forking.start_pool()
     return evaluation

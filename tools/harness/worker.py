@@ -83,7 +83,7 @@ def imported_files(workspace: Path) -> dict[str, str]:
         f = getattr(mod, "__file__", None)
         if not f or not f.endswith(".py"):
             continue
-        p = Path(f).resolve()
+        p = module_files.resolved(f)
         root = next((r for r in roots if p.is_relative_to(r)), None)
         # A virtual environment inside the workspace (or the checkout) holds packages, not the user's code.
         installed = root is None or any(part in INSTALLED for part in p.relative_to(root).parts)

@@ -117,8 +117,7 @@ def test_a_probe_or_named_variable_check_labelled_script_is_still_partial(ws):
     probe = {**check_payload(ws, True, max_rel=1e-5), "mode": "probe"}  # objective_kind "script" by default
     named = {**check_payload(ws, True, max_rel=1e-5), "harness": {"mode": "capture", "objective": "terms"}}
     for payload, needle in ((probe, "not declared"), (named, "the named variable 'terms'")):
-        (ws / ".warpgrad" / "ledger.jsonl").unlink(missing_ok=True)
-        (ws / ".warpgrad" / "ledger.head").unlink(missing_ok=True)
+        Ledger(ws).start_fresh()  # deleting the files is a truncation now: the head outside remembers them
         Ledger(ws).append("gradcheck", payload)
         Ledger(ws).append("run", run_payload(ws, [8.0]))
         _refused_by(ws, "gradients_correct", "G003", needle)
@@ -246,10 +245,11 @@ sys.path.insert(0, {tests!r})
 from test_gate import check_payload, run_payload, tracker_payload
 from warpgrad.tools.ledger import Ledger
 ws = Path({ws!r})
-led = Ledger(ws)
-led.append("gradcheck", check_payload(ws, True, max_rel=1e-5))
-led.append("tracker", tracker_payload(ws))
-led.append("run", run_payload(ws, [8.0, 2.0, 1.0]))
+from forge import forge_append
+append = (lambda kind, payload: forge_append(ws, kind, payload)) if {forge!r} else Ledger(ws).append
+append("gradcheck", check_payload(ws, True, max_rel=1e-5))
+append("tracker", tracker_payload(ws))
+append("run", run_payload(ws, [8.0, 2.0, 1.0]))
 """
 
 
@@ -268,16 +268,20 @@ def test_records_forged_by_a_process_without_the_key_are_rejected(ws, tmp_path_f
         f.write("# a trivial comment edit\n")  # makes that failing check stale
     other = tmp_path_factory.mktemp("no-access-to-the-real-key")
     env = {**os.environ, "WARPGRAD_KEY_DIR": str(other)}  # a process that cannot read the user's key
-    src = _FORGE.format(tests=str(Path(__file__).parent), ws=str(ws))
+    honest = Ledger(ws).path.read_bytes()
+    src = _FORGE.format(tests=str(Path(__file__).parent), ws=str(ws), forge=True)
     p = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True, timeout=120,
                        check=False)
     assert p.returncode == 0, p.stderr
     check = Ledger(ws).verify()
-    assert check.ok and not check.signed and check.unsigned == [5, 6, 7]  # the chain itself is intact
+    assert not check.signed and check.unsigned == [5, 6, 7]  # the chain itself is intact
+    assert "records behind" in " ".join(check.problems)  # and the head outside the workspace never moved
     _refused_by(ws, "fixed", "G001", "record(s) 5, 6, 7 carry no valid signature")
     cli = _gate_cli(ws)
     assert cli.returncode == 2 and "G001" in cli.stderr
     # the same records written by a holder of the key are accepted: the refusal is the signature alone
+    Ledger(ws).path.write_bytes(honest)
+    src = _FORGE.format(tests=str(Path(__file__).parent), ws=str(ws), forge=False)
     p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 0, p.stderr
     gate = check_finish(ws, "fixed")

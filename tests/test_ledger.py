@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from warpgrad.tools.binding import head_path
 from warpgrad.tools.ledger import Ledger, LedgerCorrupt
 
 
@@ -111,9 +112,9 @@ def test_a_torn_last_line_from_a_crash_is_benign_and_set_aside_on_the_next_appen
 
 def test_a_crash_between_the_write_and_the_head_update_is_benign(tmp_path):
     led = _fill(tmp_path, 2)
-    head = (tmp_path / ".warpgrad" / "ledger.head").read_bytes()
+    head = head_path(tmp_path).read_bytes()
     led.append("run", {"x": 1})
-    (tmp_path / ".warpgrad" / "ledger.head").write_bytes(head)  # as if the process died before the rename
+    head_path(tmp_path).write_bytes(head)  # as if the process died before the rename
     check = led.verify()
     assert check.ok and "head was not updated" in check.notes[0]
     assert led.append("run", {"x": 2}).seq == 3
@@ -131,10 +132,10 @@ def test_appending_to_a_corrupted_ledger_is_refused(tmp_path):
 
 def test_a_deleted_or_garbled_head_is_reported(tmp_path):
     _fill(tmp_path, 3)
-    (tmp_path / ".warpgrad" / "ledger.head").write_text("{not json", encoding="utf-8")
+    head_path(tmp_path).write_text("{not json", encoding="utf-8")
     assert "unreadable" in Ledger(tmp_path).verify().problems[0]
-    (tmp_path / ".warpgrad" / "ledger.head").unlink()
-    assert "missing" in Ledger(tmp_path).verify().problems[0]
+    head_path(tmp_path).unlink()
+    assert "no head for this one" in Ledger(tmp_path).verify().problems[0]
 
 
 _WRITER = """

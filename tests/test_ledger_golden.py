@@ -28,7 +28,9 @@ def _old_fields(kind: str, text: str) -> str:
 
 @pytest.fixture
 def old_ledger(tmp_path, monkeypatch):
-    monkeypatch.setenv("WARPGRAD_KEY_DIR", str(FIXTURE / "key"))
+    # A copy of the key folder: appending writes the workspace's id and head beside the key.
+    shutil.copytree(FIXTURE / "key", tmp_path / "key")
+    monkeypatch.setenv("WARPGRAD_KEY_DIR", str(tmp_path / "key"))
     ws = tmp_path / "ws"
     shutil.copytree(FIXTURE / "ws", ws)
     return Ledger(ws)

@@ -154,16 +154,21 @@ from pathlib import Path
 import warpgrad.tools.backups as b
 from warpgrad.tools.workspace import EditFileArgs, edit_file
 where = sys.argv[2]
-if where == "before_ledger":
-    b.Ledger.append = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+if where == "before_ledger":  # the files are written, the signed intent is in, the patch record is not
+    real_append = b.Ledger.append
+    def append(self, kind, *a, **k):
+        if kind == "patch":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_append(self, kind, *a, **k)
+    b.Ledger.append = append
 elif where == "before_confirm":
     b.Backups.confirm = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
 elif where == "mid_write":
     real = os.replace
-    def killed(src, dst):
-        if str(dst).endswith("sim.py"):
+    def killed(src, dst, **kw):
+        if str(dst).endswith("sim.py") and str(src).endswith(b.TMP_SUFFIX):  # the workspace file, not its backup
             os.kill(os.getpid(), signal.SIGKILL)
-        return real(src, dst)
+        return real(src, dst, **kw)
     b.os.replace = killed
 edit_file(EditFileArgs(path="sim.py", old_text="a = 1", new_text="a = 2" + "#" * 20000), Path(sys.argv[1]))
 """

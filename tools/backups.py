@@ -20,23 +20,25 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import re
-import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from .ledger import STATE_DIR, Ledger, LedgerCorrupt, file_lock, sha256_file, state_dir
+from .binding import workspace_id
+from .ledger import STATE_DIR, Ledger, LedgerCorrupt, canonical_json, load_key, sha256_file, sign
 from .paths import resolve_path
 from .registry import ToolError
+from .state_files import StateDir, UnsafeStateFile
 
 OP_RE = re.compile(r"^\d{4,9}$")
 TMP_SUFFIX = ".wgtmp"
+INDEX_NAME = "index.jsonl"
 
 
 class BackupIndexCorrupt(ToolError):
@@ -48,13 +50,9 @@ class BackupIndexCorrupt(ToolError):
 # ---------------------------------------------------------------------------------------------------
 
 
-def checked_state_dir(workspace: Path) -> Path:
-    """`.warpgrad/` of the workspace, refusing one that is a link (a crafted state dir could lead out)."""
-    d = state_dir(workspace)
-    if d.is_symlink() or not d.resolve().is_relative_to(Path(workspace).resolve()):
-        raise ToolError(f"{d} is a symbolic link that leads to {d.resolve()}; warpgrad keeps its state only "
-                        f"inside the workspace. Remove the link (or move it aside) and try again")
-    return d
+def checked_state_dir(workspace: Path) -> StateDir:
+    """`.warpgrad/` of the workspace, opened and refused when it is a link (a crafted state dir could lead out)."""
+    return StateDir.of_workspace(Path(workspace))
 
 
 @contextlib.contextmanager
@@ -64,15 +62,17 @@ def edit_lock(workspace: Path) -> Iterator[list[str]]:
     On entry it finishes what a killed edit left (`recover`), before the caller reads any file, and
     yields what it did.
     """
-    with file_lock(checked_state_dir(workspace) / "edit.lock"):
+    with checked_state_dir(workspace) as d, d.lock("edit.lock"):
         with state_lock(workspace):
             done = recover(workspace)
         yield done
 
 
-def state_lock(workspace: Path) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def state_lock(workspace: Path) -> Iterator[None]:
     """Guards created.json and the backup index (taken inside `edit_lock`, never around it)."""
-    return file_lock(checked_state_dir(workspace) / "state.lock")
+    with checked_state_dir(workspace) as d, d.lock("state.lock"):
+        yield
 
 
 def _umask() -> int:
@@ -89,58 +89,61 @@ def default_mode() -> int:
     return 0o666 & ~_umask()
 
 
-def tmp_dir(workspace: Path) -> Path:
+def tmp_dir(workspace: Path) -> StateDir:
     """`.warpgrad/tmp/`: where atomic writes stage their data, so a killed write leaves nothing in the tree."""
-    d = checked_state_dir(workspace) / "tmp"
-    d.mkdir(exist_ok=True)
-    return d
+    with checked_state_dir(workspace) as d:
+        return d.sub("tmp")
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: Path | None = None) -> None:
+def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: StateDir | None = None) -> None:
     """Write `data` to `path` through a temporary file and a rename, so readers never see half a file.
 
+    The temporary file is made with `O_EXCL | O_NOFOLLOW` under an unpredictable name, relative to its
+    opened folder; the rename replaces a link at `path`, never follows it.
+
     Args:
-        path: The target.
+        path: The target (resolved and checked by the caller).
         data: Its new content.
         mode: Permission bits (default: those of a file `open()` would create).
         staging: Folder for the temporary file (`tmp_dir(workspace)`); the target's folder when None
             or on another file system (a rename cannot cross one).
     """
-    where = path.parent
-    if staging is not None and os.stat(staging).st_dev == os.stat(path.parent).st_dev:
-        where = staging
-    tmp = where / f"{os.getpid()}-{secrets.token_hex(6)}-{path.name}{TMP_SUFFIX}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, default_mode() if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with StateDir(os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), path.parent) as target:
+        where = target
+        if staging is not None and os.fstat(staging.fd).st_dev == os.fstat(target.fd).st_dev:
+            where = staging
+        tmp, fd = where.new_temp(path.name[:100] + TMP_SUFFIX)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+                os.fchmod(f.fileno(), default_mode() if mode is None else mode)
+            os.replace(tmp, path.name, src_dir_fd=where.fd, dst_dir_fd=target.fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=where.fd)
+            raise
 
 
 def clean_stale_temps(workspace: Path) -> list[str]:
     """Remove staged temp files whose writer process is gone (killed mid-write); returns their names."""
     removed = []
-    for p in tmp_dir(workspace).iterdir():
-        pid = p.name.split("-", 1)[0]
-        if not (p.name.endswith(TMP_SUFFIX) and pid.isdigit()):
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # its writer still runs
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
-            removed.append(p.name)
+    with tmp_dir(workspace) as d:
+        for name in d.names():
+            pid = name.split("-", 1)[0]
+            if not (name.endswith(TMP_SUFFIX) and pid.isdigit()):
+                continue
+            try:
+                os.kill(int(pid), 0)
+                continue  # its writer still runs
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                d.unlink(name)
+                removed.append(name)
     return removed
 
 
@@ -149,8 +152,7 @@ def clean_stale_temps(workspace: Path) -> list[str]:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _created_path(workspace: Path) -> Path:
-    return checked_state_dir(workspace) / "created.json"
+CREATED_NAME = "created.json"
 
 
 def created_files(workspace: Path) -> dict[str, str]:
@@ -159,11 +161,13 @@ def created_files(workspace: Path) -> dict[str, str]:
     Raises:
         ToolError: `.warpgrad/created.json` is not a JSON object of path -> hash.
     """
-    p = _created_path(workspace)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    p = Path(workspace) / STATE_DIR / CREATED_NAME
+    with checked_state_dir(workspace) as d:
+        raw = d.read_bytes(CREATED_NAME)
+    if raw is None:
         return {}
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ToolError(f"{p} is not valid JSON ({e}); move it aside to continue") from None
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
@@ -172,8 +176,8 @@ def created_files(workspace: Path) -> dict[str, str]:
 
 
 def save_created(workspace: Path, created: dict[str, str]) -> None:
-    atomic_write(_created_path(workspace), json.dumps(created, indent=1, sort_keys=True).encode("utf-8"),
-                 staging=tmp_dir(workspace))
+    with checked_state_dir(workspace) as d:
+        d.write_atomic(CREATED_NAME, json.dumps(created, indent=1, sort_keys=True).encode("utf-8"), default_mode())
 
 
 def mark_created(workspace: Path, rel: str, sha: str) -> None:
@@ -190,6 +194,7 @@ def require_intact_ledger(workspace: Path) -> None:
     Raises:
         LedgerCorrupt: The ledger failed verification.
     """
+    Ledger(workspace).preflight()
     check = Ledger(workspace).verify()
     if not check.ok:
         raise LedgerCorrupt("not done: the evidence ledger failed verification (" + "; ".join(check.problems)
@@ -219,6 +224,13 @@ class IndexLine(BaseModel):
     confirmed: str | None = Field(None, pattern=OP_RE.pattern)
     aborted: str | None = Field(None, pattern=OP_RE.pattern)
     undo_of: str | None = Field(None, pattern=OP_RE.pattern)
+    workspace: str | None = Field(None, description="The intent's workspace id (`binding.py`), signed with it.")
+    sig: str | None = Field(None, description="HMAC of the intent under the ledger key: only warpgrad can write one.")
+
+    def intent_hash(self) -> str:
+        """What an intent's signature covers: the op, its files' before/after, the tool and the workspace."""
+        body = self.model_dump(include={"op", "tool", "files", "workspace"})
+        return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
 class BackupEntry(BaseModel):
@@ -229,18 +241,23 @@ class BackupEntry(BaseModel):
     files: list[BackupFile]
     state: str = Field(description="pending (intent only), applied, aborted.")
     undone: bool = False
+    signed: bool = Field(False, description="The intent carries a valid signature for this workspace under this "
+                         "machine's key (written by warpgrad, not planted).")
 
 
 class Backups:
-    """`.warpgrad/backups/`: a copy of every file before a patch, plus the index `undo` reads."""
+    """`.warpgrad/backups/`: a copy of every file before a patch, plus the index `undo` reads.
+
+    Every folder and file below it is opened relative to its checked parent without following links
+    (`state_files.StateDir`): a planted `backups/<op>/` link makes warpgrad refuse, never write through it.
+    """
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace).resolve()
-        self.dir = checked_state_dir(self.workspace) / "backups"
-        if self.dir.is_symlink():
-            raise ToolError(f"{self.dir} is a symbolic link; warpgrad does not follow links in its own state")
-        self.dir.mkdir(exist_ok=True)
-        self.index = self.dir / "index.jsonl"
+        self.dir = self.workspace / STATE_DIR / "backups"
+        with checked_state_dir(self.workspace) as d:
+            self.sd = d.sub("backups")
+        self.index = self.dir / INDEX_NAME
 
     def entries(self) -> list[BackupEntry]:
         """Every patch in the index, in order.
@@ -248,20 +265,23 @@ class Backups:
         Raises:
             BackupIndexCorrupt: A line is not JSON or not an index line; the message names it.
         """
-        if not self.index.exists():
-            return []
-        if self.index.is_symlink() or not self.index.is_file():
-            raise BackupIndexCorrupt(f"{self.index} is not a regular file; nothing is restored from it")
-        by_op: dict[str, BackupEntry] = {}
         try:
-            text = self.index.read_text(encoding="utf-8")
+            raw = self.sd.read_bytes(INDEX_NAME)
+        except UnsafeStateFile as e:
+            raise BackupIndexCorrupt(f"{e}; nothing is restored from it") from None
+        if raw is None:
+            return []
+        by_op: dict[str, BackupEntry] = {}
+        key, wid = load_key(create=False), workspace_id(self.workspace, create=False)
+        try:
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise BackupIndexCorrupt(f"{self.index} is not UTF-8 text ({e}); nothing is restored from it") from None
-        for n, raw in enumerate(text.splitlines(), 1):
-            if not raw.strip():
+        for n, line_text in enumerate(text.splitlines(), 1):
+            if not line_text.strip():
                 continue
             try:
-                line = IndexLine.model_validate_json(raw)
+                line = IndexLine.model_validate_json(line_text)
             except ValidationError as e:
                 first = e.errors()[0]
                 where = ".".join(str(x) for x in first["loc"]) or "the line"
@@ -271,63 +291,82 @@ class Backups:
                 ) from None
             if line.op is not None:
                 state = "pending" if line.intent else "applied"
-                by_op[line.op] = BackupEntry(op=line.op, tool=line.tool, files=line.files, state=state)
+                signed = (key is not None and line.sig is not None and line.workspace == wid
+                          and hmac.compare_digest(line.sig, sign(key, line.intent_hash())))
+                by_op[line.op] = BackupEntry(op=line.op, tool=line.tool, files=line.files, state=state,
+                                             signed=line.intent and signed)
             for ref, change in ((line.confirmed, {"state": "applied"}), (line.aborted, {"state": "aborted"}),
                                 (line.undo_of, {"undone": True})):
                 if ref is not None and ref in by_op:
                     by_op[ref] = by_op[ref].model_copy(update=change)
         return list(by_op.values())
 
-    def next_op(self) -> str:
-        ops = [int(e.op) for e in self.entries()]
+    def next_op(self, signed_ops: set[str]) -> str:
+        """A backup id neither the index nor the signed ledger has used (the index alone can be rewritten)."""
+        ops = [int(e.op) for e in self.entries()] + [int(o) for o in signed_ops if OP_RE.match(o)]
         return f"{max(ops, default=0) + 1:04d}"
 
     def _append(self, line: IndexLine) -> None:
-        with open(self.index, "a", encoding="utf-8") as f:
-            f.write(line.model_dump_json(exclude_defaults=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        self.sd.append(INDEX_NAME, (line.model_dump_json(exclude_defaults=True) + "\n").encode("utf-8"))
 
-    def source(self, op: str, rel: str) -> Path:
-        """The backup copy of `rel` for patch `op`, confined to the backups folder.
-
-        Raises:
-            ToolError: A malformed op id, or a backup that is missing, a link, or leads out.
-        """
-        if not OP_RE.match(op):
+    def _folder(self, op: str, rel: str, *, create: bool) -> tuple[StateDir, str]:
+        """The opened folder holding `<op>/<rel>` and the file's name in it (each step refuses links)."""
+        if not re.match(r"^\d{4,9}(-undone|-rolledback)?$", op):
             raise BackupIndexCorrupt(f"backup id {op!r} is malformed")
-        src = self.dir / op / rel
-        if src.is_symlink() or not src.resolve().is_relative_to(self.dir.resolve()):
-            raise ToolError(f"the backup of {rel} for patch {op} is a link out of .warpgrad/backups/; not used")
-        if not src.is_file():
-            raise ToolError(f"the backup of {rel} for patch {op} is missing ({src}); it cannot be restored. "
-                            "Restore the file from version control")
-        return src
+        *dirs, name = rel.split("/")
+        try:
+            return self.sd.sub("/".join([op, *dirs]), create=create), name
+        except FileNotFoundError:
+            raise ToolError(f"the backup of {rel} for patch {op} is missing ({self.dir / op / rel}); it cannot be "
+                            "restored. Restore the file from version control") from None
 
-    def verified(self, op: str, f: BackupFile) -> bytes:
-        """The backup's bytes, only when their sha256 is the recorded `before`.
+    def _read(self, op: str, rel: str) -> tuple[bytes, int]:
+        folder, name = self._folder(op, rel, create=False)
+        with folder:
+            try:
+                fd = folder.open(name, os.O_RDONLY)
+            except FileNotFoundError:
+                raise ToolError(f"the backup of {rel} for patch {op} is missing ({self.dir / op / rel}); it cannot "
+                                "be restored. Restore the file from version control") from None
+        with os.fdopen(fd, "rb") as f:
+            return f.read(), os.fstat(f.fileno()).st_mode & 0o7777
+
+    def verified(self, op: str, f: BackupFile) -> tuple[bytes, int]:
+        """The backup's bytes and mode, only when their sha256 is the recorded `before`.
 
         Raises:
-            ToolError: The backup is missing or its content is not what was recorded.
+            ToolError: The backup is missing, a link, or its content is not what was recorded.
         """
-        data = self.source(op, f.path).read_bytes()
+        data, mode = self._read(op, f.path)
         got = hashlib.sha256(data).hexdigest()
         if got != f.before:
             raise ToolError(f"the backup of {f.path} for patch {op} is corrupt: its sha256 is {got[:12]}…, the "
                             f"patch recorded {str(f.before)[:12]}…; it was not restored. Restore the file from "
                             "version control")
-        return data
+        return data, mode
+
+    def _copy_in(self, op: str, rel: str) -> str | None:
+        """Copy workspace file `rel` to `backups/<op>/<rel>`; returns the copy's sha256 (None: no such file)."""
+        p = self.workspace / rel
+        if not p.is_file():
+            return None
+        data = p.read_bytes()
+        folder, name = self._folder(op, rel, create=True)
+        with folder:
+            folder.write_atomic(name, data, p.stat().st_mode & 0o7777)
+        return hashlib.sha256(data).hexdigest()
 
     def save_intent(self, op: str, files: list[BackupFile], tool_name: str) -> None:
         """Copy each existing file and write the `intent` line, before any file changes."""
         for f in files:
-            if f.before is not None:
-                dst = self.dir / op / f.path
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(self.workspace / f.path, dst)
-                if sha256_file(dst) != f.before:
-                    raise ToolError(f"{f.path} changed while it was being backed up; nothing was changed. Try again")
-        self._append(IndexLine(op=op, tool=tool_name, files=files, intent=True))
+            if f.before is not None and self._copy_in(op, f.path) != f.before:
+                raise ToolError(f"{f.path} changed while it was being backed up; nothing was changed. Try again")
+        line = IndexLine(op=op, tool=tool_name, files=files, intent=True,
+                         workspace=workspace_id(self.workspace, create=True))
+        key = load_key(create=True)
+        assert key is not None  # create=True always makes one
+        line.sig = sign(key, line.intent_hash())
+        self._append(line)
 
     def confirm(self, op: str) -> None:
         self._append(IndexLine(confirmed=op))
@@ -338,22 +377,26 @@ class Backups:
     def mark_undone(self, op: str) -> None:
         self._append(IndexLine(undo_of=op))
 
-    def keep_replaced(self, op: str, rel: str) -> None:
-        """Before undo overwrites or removes `rel`, keep its current content in `backups/<op>-undone/`."""
-        p = self.workspace / rel
-        if p.is_file():
-            dst = self.dir / f"{op}-undone" / rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(p, dst)
+    def keep_replaced(self, op: str, rel: str, why: str = "undone") -> str | None:
+        """Before undo or recovery overwrites or removes `rel`, keep its current content in
+        `backups/<op>-<why>/`; returns where (workspace-relative), None when there was no file."""
+        where = f"{op}-{why}"
+        return f"{STATE_DIR}/backups/{where}/{rel}" if self._copy_in(where, rel) is not None else None
 
 
-def _ledger_patches(workspace: Path, kind: str = "patch") -> dict[str, dict[str, Any]]:
-    """Backup id -> payload of every `kind` record (patch or undo) in the verified ledger."""
+def _signed(workspace: Path, kind: str) -> dict[str, dict[str, Any]]:
+    """Backup id -> payload of every SIGNED `kind` record (patch, patch_abort, undo) in the
+    verified ledger: an unsigned record (anything that can write the workspace can append one) proves nothing."""
     records, check = Ledger(workspace).read()
     if not check.ok:
         raise LedgerCorrupt("the evidence ledger failed verification (" + "; ".join(check.problems) + "); "
                             "a person must inspect .warpgrad/ledger.jsonl")
-    return {str(r.payload.get("backup_op")): r.payload for r in records if r.kind == kind}
+    bad = set(check.unsigned)
+    return {str(r.payload.get("backup_op")): r.payload for r in records if r.kind == kind and r.seq not in bad}
+
+
+def _ledger_patches(workspace: Path, kind: str = "patch") -> dict[str, dict[str, Any]]:
+    return _signed(workspace, kind)
 
 
 def _in_ledger(entry: BackupEntry, patches: dict[str, dict[str, Any]]) -> bool:
@@ -369,39 +412,62 @@ def _disk_sha(p: Path) -> str | None:
 def recover(workspace: Path) -> list[str]:
     """Finish what a killed patch left (call under `edit_lock` and `state_lock`); returns what was done.
 
-    Stale temp files go; a pending patch whose ledger record exists is confirmed; any other pending
-    patch is rolled back from its verified backups (a file someone changed since is left alone) and
-    marked aborted; an undo whose ledger record was written but not its index line is marked undone.
+    The backup index can be rewritten by anything that writes the workspace, so only an intent warpgrad
+    signed (under the ledger key, naming this workspace) is acted on. A pending intent whose signed patch
+    record is in the ledger is confirmed. A signed pending intent without one (nor a signed `patch_abort`)
+    was killed mid-write: its files that hold the intent's `after` are rolled back to backups whose sha256
+    is the intent's signed `before`, a copy of what is replaced is kept in `backups/<op>-rolledback/`, and
+    the rollback is recorded in the ledger (`patch_abort`). A pending line that is not signed (planted)
+    is marked aborted and restores nothing.
     """
     done = [f"removed the temp file {n} of a write that was killed" for n in clean_stale_temps(workspace)]
     b = Backups(workspace)
     entries = b.entries()
-    pending = [e for e in entries if e.state == "pending"]
-    if not pending and not any(e.state == "applied" and not e.undone for e in entries):
+    if not any(e.state == "pending" or (e.state == "applied" and not e.undone) for e in entries):
         return done
-    patches = _ledger_patches(workspace)
-    undos = _ledger_patches(workspace, "undo")
+    patches, aborts = _signed(workspace, "patch"), _signed(workspace, "patch_abort")
+    undos = _signed(workspace, "undo")
     for e in entries:
         if e.state == "applied" and not e.undone and e.op in undos and _in_ledger(e, patches):
             b.mark_undone(e.op)
             done.append(f"patch {e.op} was undone before its process died; marked undone")
-    for e in pending:
-        if _in_ledger(e, patches):
+        elif e.state != "pending":
+            continue
+        elif _in_ledger(e, patches):
             b.confirm(e.op)
             done.append(f"patch {e.op} was applied and recorded before its process died; confirmed")
-            continue
-        for f in e.files:
-            p = resolve_path(workspace, f.path)
-            if _disk_sha(p) != f.after:
-                continue  # not written yet (still `before`), or changed by someone since: left as it is
-            if f.before is None:
-                p.unlink()
-            else:
-                atomic_write(p, b.verified(e.op, f), b.source(e.op, f.path).stat().st_mode & 0o7777,
-                             staging=tmp_dir(workspace))
-        b.abort(e.op)
-        done.append(f"patch {e.op} was interrupted before its ledger record; its files were rolled back")
+        elif not e.signed or e.op in aborts or e.op in patches:
+            b.abort(e.op)
+            done.append(f"patch {e.op} is pending in the backup index but its intent is not one warpgrad signed for "
+                        "this workspace (planted or replayed); nothing was restored from it")
+        else:
+            done.append(_roll_back(workspace, b, e.op, e.files))
     return done
+
+
+def _roll_back(workspace: Path, b: Backups, op: str, files: list[BackupFile]) -> str:
+    """Put the files of a signed intent killed mid-write back to its signed `before`, keeping what it replaces,
+    and record the rollback in the ledger (so a replayed copy of the intent is never acted on again)."""
+    restored, kept, left = [], [], []
+    for f in files:
+        p = resolve_path(workspace, f.path)
+        if _disk_sha(p) != f.after:
+            left.append(f.path)  # not written yet (still `before`), or changed by someone since: left as it is
+            continue
+        if (copy := b.keep_replaced(op, f.path, "rolledback")) is not None:
+            kept.append(copy)
+        if f.before is None:
+            p.unlink()
+        else:
+            data, mode = b.verified(op, f)
+            atomic_write(p, data, mode, staging=tmp_dir(workspace))
+        restored.append(f.path)
+    Ledger(workspace).append("patch_abort", {"backup_op": op, "restored": restored, "left": left, "kept": kept},
+                             tool="recover")
+    b.abort(op)
+    return (f"patch {op} was interrupted before its ledger record; rolled back to its signed before-state: "
+            f"{', '.join(restored) or 'no file had changed'}" + (f" (what was replaced is kept in {', '.join(kept)})"
+                                                                  if kept else ""))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -434,7 +500,7 @@ def apply_changes(
     with state_lock(workspace):
         recover(workspace)
         backups = Backups(workspace)
-        op = backups.next_op()
+        op = backups.next_op(set(_signed(workspace, "patch")) | set(_signed(workspace, "patch_abort")))
         files = []
         for rel, text in changes.items():
             p = workspace / rel
@@ -444,7 +510,7 @@ def apply_changes(
             files.append(BackupFile(path=rel, before=before, after=hashlib.sha256(text.encode("utf-8")).hexdigest()))
         known = created_files(workspace)
         diagnostic = [f.path for f in files if f.path in known]  # warpgrad's own files, not the program
-        backups.save_intent(op, files, tool_name)
+        backups.save_intent(op, files, tool_name)  # signed, before any file changes: recovery acts on nothing else
         staging = tmp_dir(workspace)
         for rel, text in changes.items():
             p = workspace / rel
@@ -520,14 +586,13 @@ def undo(workspace: Path, *, all_patches: bool = False, force: bool = False) -> 
             data = {f.path: backups.verified(e.op, f) for f in e.files if f.before is not None}
             for f in e.files:
                 p = targets[f.path]
-                backups.keep_replaced(e.op, f.path)
+                backups.keep_replaced(e.op, f.path, "undone")
                 if f.before is None:
                     if p.exists():
                         p.unlink()  # the patch created it; its last content is kept in <op>-undone/
                     result.removed.append(f.path)
                 else:
-                    mode = backups.source(e.op, f.path).stat().st_mode & 0o7777
-                    atomic_write(p, data[f.path], mode, staging=tmp_dir(workspace))
+                    atomic_write(p, data[f.path][0], data[f.path][1], staging=tmp_dir(workspace))
                     result.restored.append(f.path)
             Ledger(workspace).append("undo", {
                 "backup_op": e.op, "paths": [f.path for f in e.files],

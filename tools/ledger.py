@@ -1,9 +1,13 @@
 """The evidence ledger (`.warpgrad/ledger.jsonl`): an append-only, hash-chained, signed log.
 
 Every measuring tool appends one record per event: FD checks, tracker runs, patches, workflow runs.
-Each record carries the hash of the one before it, and `.warpgrad/ledger.head` remembers the last
-sequence number and hash written, so an edited record, a record removed from the middle and records
-removed from the end are all detected. A record is written with one `os.write` of one newline-terminated
+Each record carries the hash of the one before it, and a head kept OUTSIDE the workspace, beside the key
+(`binding.py`), remembers the last sequence number and hash written, so an edited record, a record removed
+from the middle and records removed from the end are all detected even when `.warpgrad/` was rewritten.
+Each record's signed body also names the workspace (a random id kept beside the key), so a ledger copied
+in from another workspace is detected as such. Ledgers written before this binding (records without a
+`workspace`) still read: their records are listed in `LedgerCheck.unbound` and, until the first bound
+append, their end is checked only against `.warpgrad/ledger.head`, which a script can rewrite. A record is written with one `os.write` of one newline-terminated
 line (O_APPEND) while holding an exclusive `fcntl` lock, so it lands completely or not at all and two
 processes appending at once cannot interleave. A crash mid-write leaves at most a torn last line without
 a newline: it is reported, the readable prefix stays usable, and the next append moves the fragment
@@ -35,30 +39,30 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_core import to_jsonable_python
 
+from . import binding
 from .keys import KEY_DIR_ENV, key_dir  # noqa: F401 - re-exported for callers
 from .records import Event, FinishEvent, GradcheckEvent, InvalidEvent, read_event
 from .registry import ToolError
+from .state_files import STATE_DIR, StateDir, UnsafeStateFile
 
-STATE_DIR = ".warpgrad"
 LEDGER_NAME = "ledger.jsonl"
 HEAD_NAME = "ledger.head"
 LOCK_NAME = "ledger.lock"
 TORN_NAME = "ledger.torn"
 GENESIS = "0" * 64
 KEY_NAME = "ledger.key"
-_UNSIGNED_FIELDS = {"hash", "sig", "key_id"}  # not part of the hashed body: the signature is over the hash
+_UNSIGNED_FIELDS = {"hash", "sig", "key_id"}
+_BOUND_FROM = "workspace"  # the field bound ledgers add; absent from the hashed body of older records  # not part of the hashed body: the signature is over the hash
 
 
 def load_key(*, create: bool) -> bytes | None:
@@ -103,27 +107,14 @@ def sign(key: bytes, record_hash: str) -> str:
     return hmac.new(key, record_hash.encode("ascii"), hashlib.sha256).hexdigest()
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock held for the block: writers in other processes wait their turn."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 class LedgerCorrupt(ToolError):
     """The ledger failed verification; nothing more is appended until a person looks at it."""
 
 
 def state_dir(workspace: Path) -> Path:
-    """The workspace's `.warpgrad/` directory (created on demand)."""
-    d = Path(workspace) / STATE_DIR
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    """The workspace's `.warpgrad/` directory (created on demand; refused when it is a link)."""
+    StateDir.of_workspace(Path(workspace)).close()
+    return Path(workspace) / STATE_DIR
 
 
 def sha256_file(path: Path) -> str:
@@ -148,6 +139,32 @@ def changed_files(workspace: Path, files: dict[str, str]) -> list[str]:
     """The paths in `files` whose content on disk no longer has the recorded hash."""
     now = disk_hashes(workspace, files)
     return [rel for rel, sha in files.items() if now[rel] != sha]
+
+
+def _seqs(seqs: list[int]) -> str:
+    return ", ".join(map(str, seqs[:10])) + (", ..." if len(seqs) > 10 else "")
+
+
+def _check_head(records: list[LedgerRecord], head: tuple[int, str] | None, name: str, problems: list[str],
+                notes: list[str]) -> None:
+    """The ledger ends where `head` (seq, hash) says, or one record later (a crash before the head update)."""
+    last = records[-1].seq if records else -1
+    if head is None:
+        if last > 0:
+            problems.append(f"{name} is missing but the ledger has {last + 1} records")
+        return
+    hseq, hhash = head
+    if not hhash:
+        problems.append(f"{name} is unreadable (edited or corrupted)")
+    elif hseq > last:
+        problems.append(f"the ledger ends at record {last} but {name} says record {hseq} was written: "
+                        "records were removed from the end (truncated)")
+    elif hseq < 0 or records[hseq].hash != hhash:
+        problems.append(f"record {hseq} does not match the hash in {name} (edited, or the ledger was replaced)")
+    elif last - hseq == 1:
+        notes.append("the last record was written but the head was not updated (a crash); benign")
+    elif last - hseq > 1:
+        problems.append(f"{name} is {last - hseq} records behind the ledger (records appended by something else?)")
 
 
 def _unknown_to_json(obj: Any) -> Any:
@@ -181,6 +198,8 @@ class LedgerRecord(BaseModel):
         default_factory=dict, description="Workspace-relative path -> sha256 of the files the event exercised."
     )
     prev_hash: str = Field(description="`hash` of the previous record (64 zeros for the first).")
+    workspace: str | None = Field(None, description="Id of the workspace the record was written in (kept beside "
+                                  "the key); None on records written before ledgers were bound to a workspace.")
     hash: str = Field(description="sha256 of the canonical JSON of this record without `hash`, `sig`, `key_id`.")
     sig: str | None = Field(None, description="HMAC-SHA256 of `hash` under the user's key (None: unsigned).")
     key_id: str | None = Field(None, description="Fingerprint of the key that signed it.")
@@ -197,6 +216,8 @@ class LedgerRecord(BaseModel):
 
     def compute_hash(self) -> str:
         body = self.model_dump(exclude=_UNSIGNED_FIELDS)
+        if body[_BOUND_FROM] is None:  # an older record: hashed exactly as it was written
+            del body[_BOUND_FROM]
         return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
@@ -212,6 +233,11 @@ class LedgerCheck(BaseModel):
     unsigned: list[int] = Field(default_factory=list,
                                 description="Seqs of records without a valid signature under this machine's key.")
     key_id: str | None = Field(None, description="Fingerprint of this machine's key (None: no key exists).")
+    workspace_id: str | None = Field(None, description="This workspace's id (None: no record was bound to it yet).")
+    bound: bool = Field(False, description="Every record names this workspace and the ledger ends where the head "
+                        "kept outside the workspace says: the history is this workspace's, whole.")
+    unbound: list[int] = Field(default_factory=list, description="Seqs of records written before ledgers named "
+                               "their workspace (older format): nothing ties them to this workspace.")
 
 
 class _Scan(BaseModel):
@@ -225,18 +251,34 @@ class Ledger:
     """Append-only evidence ledger of one workspace.
 
     Args:
-        workspace: The workspace root; the ledger lives in `<workspace>/.warpgrad/`.
+        workspace: The workspace root; the ledger lives in `<workspace>/.warpgrad/`, its head and the
+            workspace's id beside the key (`binding.py`).
     """
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace)
         self.dir = self.workspace / STATE_DIR
         self.path = self.dir / LEDGER_NAME
-        self.head_path = self.dir / HEAD_NAME
+        self.head_path = self.dir / HEAD_NAME  # the in-workspace head of older ledgers (read, never trusted alone)
+
+    def _state(self, *, create: bool) -> StateDir | None:
+        if create:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+        try:
+            return StateDir.of_workspace(self.workspace, create=create)
+        except FileNotFoundError:
+            return None
 
     # -- reading -------------------------------------------------------------------------------------
     def _scan(self) -> _Scan:
-        data = self.path.read_bytes() if self.path.exists() else b""
+        d = self._state(create=False)
+        data = b""
+        if d is not None:
+            with d:
+                data = d.read_bytes(LEDGER_NAME) or b""
+                inside_head = self._read_head(d)
+        else:
+            inside_head = None
         records: list[LedgerRecord] = []
         problems: list[str] = []
         notes: list[str] = []
@@ -263,13 +305,15 @@ class Ledger:
             prev = rec.hash
             pos = end
         good = pos if not torn else len(data) - torn
-        self._check_head(records, problems, notes)
+        wid, bound = self._check_binding(records, inside_head, problems, notes)
         key = load_key(create=False)
         unsigned = [r.seq for r in records if key is None or r.sig is None
                     or not hmac.compare_digest(r.sig, sign(key, r.hash))]
         check = LedgerCheck(ok=not problems, records=len(records), problems=problems, torn_tail_bytes=torn,
                             notes=notes, signed=bool(records) and not unsigned, unsigned=unsigned,
-                            key_id=None if key is None else key_id(key))
+                            key_id=None if key is None else key_id(key), workspace_id=wid,
+                            bound=bound and not problems,
+                            unbound=[r.seq for r in records if r.workspace is None])
         return _Scan(records=records, check=check, good_bytes=good, fragment_is_record=fragment_is_record)
 
     @staticmethod
@@ -286,34 +330,57 @@ class Ledger:
             return None, "was edited after it was written (its hash does not match its content)"
         return rec, ""
 
-    def _check_head(self, records: list[LedgerRecord], problems: list[str], notes: list[str]) -> None:
-        head = self._read_head()
-        last = records[-1].seq if records else -1
-        if head is None:
-            if last > 0:
-                problems.append(f"{HEAD_NAME} is missing but the ledger has {last + 1} records")
-            return
-        hseq, hhash = head
-        if not hhash:
-            problems.append(f"{HEAD_NAME} is unreadable (edited or corrupted)")
-        elif hseq > last:
-            problems.append(
-                f"the ledger ends at record {last} but {HEAD_NAME} says record {hseq} was written: "
-                "records were removed from the end (truncated)"
-            )
-        elif records and records[hseq].hash != hhash:
-            problems.append(f"record {hseq} does not match the hash in {HEAD_NAME} (edited)")
-        elif last - hseq == 1:
-            notes.append("the last record was written but the head was not updated (a crash); benign")
-        elif last - hseq > 1:
-            problems.append(f"{HEAD_NAME} is {last - hseq} records behind the ledger (head replaced?)")
+    def _check_binding(self, records: list[LedgerRecord], inside_head: tuple[int, str] | None,
+                       problems: list[str], notes: list[str]) -> tuple[str | None, bool]:
+        """Records name this workspace, and the ledger ends where the head outside the workspace says.
 
-    def _read_head(self) -> tuple[int, str] | None:
+        Returns this workspace's id and whether the whole ledger is bound to it."""
         try:
-            d = json.loads(self.head_path.read_text(encoding="utf-8"))
-            return int(d["seq"]), str(d["hash"])
-        except FileNotFoundError:
+            wid = binding.workspace_id(self.workspace, create=False)
+        except ValueError:
+            problems.append(f"this workspace's id beside the key ({binding.head_path(self.workspace).with_suffix('.id')}) "
+                            "is damaged; a person must remove it (the ledger then reads as another workspace's)")
+            return None, False
+        foreign = [r.seq for r in records if r.workspace is not None and r.workspace != wid]
+        if foreign:
+            problems.append(
+                f"record(s) {_seqs(foreign)} name another workspace ({records[foreign[0]].workspace}) than this one "
+                f"({wid or 'none recorded yet'}): the ledger was copied in from elsewhere (or this folder was moved), "
+                "so it is not this workspace's evidence. A person must start a fresh ledger (Ledger.start_fresh)")
+        outside = binding.read_head(self.workspace)
+        if isinstance(outside, binding.GarbledHead):
+            problems.append(f"the ledger head kept outside the workspace ({outside.path}) is unreadable")
+            return wid, False
+        if outside is None:
+            if any(r.workspace is not None for r in records):
+                problems.append("the ledger has records bound to a workspace but there is no head for this one at "
+                                f"{binding.head_path(self.workspace)}: the ledger was copied in from elsewhere, or "
+                                "the head was removed")
+                return wid, False
+            _check_head(records, inside_head, HEAD_NAME, problems, notes)
+            if records:
+                notes.append(f"record(s) {_seqs([r.seq for r in records])} were written before ledgers named their "
+                             f"workspace (older format): unbound; their end is checked only against {HEAD_NAME}, "
+                             "which anything that writes the workspace can rewrite")
+            return wid, False
+        if outside.workspace != wid:
+            problems.append(f"the ledger head outside the workspace names workspace {outside.workspace}, not {wid}")
+            return wid, False
+        _check_head(records, (outside.seq, outside.hash), f"the head kept outside the workspace "
+                    f"({binding.head_path(self.workspace)})", problems, notes)
+        return wid, not foreign and all(r.workspace == wid for r in records)
+
+    @staticmethod
+    def _read_head(d: StateDir) -> tuple[int, str] | None:
+        try:
+            raw = d.read_bytes(HEAD_NAME)
+        except UnsafeStateFile:
+            return (-1, "")
+        if raw is None:
             return None
+        try:
+            h = json.loads(raw.decode("utf-8"))
+            return int(h["seq"]), str(h["hash"])
         except (ValueError, KeyError, TypeError):
             return (-1, "")  # an unreadable head is a problem, never ignored
 
@@ -322,7 +389,7 @@ class Ledger:
         return self._scan().records
 
     def verify(self) -> LedgerCheck:
-        """Check the hash chain and the head file."""
+        """Check the hash chain, the workspace every record names, and the head kept outside the workspace."""
         return self._scan().check
 
     def read(self) -> tuple[list[LedgerRecord], LedgerCheck]:
@@ -331,10 +398,6 @@ class Ledger:
         return s.records, s.check
 
     # -- writing -------------------------------------------------------------------------------------
-    def _locked(self) -> contextlib.AbstractContextManager[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        return file_lock(self.dir / LOCK_NAME)
-
     def append(
         self, kind: str, payload: BaseModel | dict[str, Any], *, tool: str | None = None,
         files: dict[str, str] | None = None,
@@ -350,6 +413,7 @@ class Ledger:
 
         Raises:
             LedgerCorrupt: The ledger failed verification; appending would bury the damage.
+            UnsafeStateFile: A state file is a planted link; nothing was written.
         """
         body = json.loads(payload_json(payload))  # exactly what a reader will see
         if not isinstance(body, dict):
@@ -360,50 +424,71 @@ class Ledger:
         key = load_key(create=True)
         if key is None:  # load_key(create=True) always returns a key; this keeps the type honest
             raise LedgerCorrupt(f"no ledger signing key could be made in {key_dir()}")
-        with self._locked():
+        wid = binding.workspace_id(self.workspace, create=True)
+        d = self._state(create=True)
+        assert d is not None  # made just now
+        with d, d.lock(LOCK_NAME):
             scan = self._scan()
             if not scan.check.ok:
                 raise LedgerCorrupt(
                     "the evidence ledger failed verification: " + "; ".join(scan.check.problems)
-                    + f". Nothing was recorded. A person must inspect {self.path}; to start over, move "
-                    f"{STATE_DIR}/{LEDGER_NAME} and {STATE_DIR}/{HEAD_NAME} aside."
+                    + f". Nothing was recorded. A person must inspect {self.path}; to start over, call "
+                    "Ledger.start_fresh() (it moves the ledger aside and forgets its head outside the workspace)."
                 )
             prefix = b""
             if scan.check.torn_tail_bytes:
-                self._set_aside_fragment(scan.good_bytes)
+                self._set_aside_fragment(d, scan.good_bytes)
             elif scan.fragment_is_record:
                 prefix = b"\n"
-            prev = scan.records[-1].hash if scan.records else GENESIS
             rec = LedgerRecord(
                 seq=len(scan.records), time=_dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds"),
-                kind=kind, tool=tool or kind, payload=body, files=files, prev_hash=prev, hash="",
+                kind=kind, tool=tool or kind, payload=body, files=files,
+                prev_hash=scan.records[-1].hash if scan.records else GENESIS, workspace=wid, hash="",
             )
             rec.hash = rec.compute_hash()
             rec.sig, rec.key_id = sign(key, rec.hash), key_id(key)
             line = prefix + canonical_json(rec.model_dump()).encode("utf-8") + b"\n"
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                n = os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            n = d.append(LEDGER_NAME, line)
             if n != len(line):  # never seen on a local file system; a short write is left as a torn tail
                 raise OSError(f"short write to the ledger ({n} of {len(line)} bytes)")
-            self._write_head(rec)
+            binding.write_head(self.workspace, binding.OutsideHead(workspace=str(wid), seq=rec.seq, hash=rec.hash))
         return rec
 
-    def _set_aside_fragment(self, good_bytes: int) -> None:
-        with open(self.path, "rb") as f:
-            f.seek(good_bytes)
-            fragment = f.read()
-        with open(self.dir / TORN_NAME, "ab") as f:
-            f.write(fragment + b"\n")
-        os.truncate(self.path, good_bytes)
+    def preflight(self) -> None:
+        """Open (without writing) every state file an append writes, so a planted link is refused before a
+        caller changes anything it means to record.
 
-    def _write_head(self, rec: LedgerRecord) -> None:
-        tmp = self.head_path.with_name(f"{HEAD_NAME}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"seq": rec.seq, "hash": rec.hash}), encoding="utf-8")
-        os.replace(tmp, self.head_path)
+        Raises:
+            UnsafeStateFile: The state folder, the lock, the ledger or `ledger.torn` is a link or shared.
+        """
+        d = self._state(create=True)
+        assert d is not None
+        with d, d.lock(LOCK_NAME):
+            for name in (LEDGER_NAME, TORN_NAME):
+                if d.exists(name):
+                    os.close(d.open(name, os.O_WRONLY | os.O_APPEND, single_link=True))
+
+    @staticmethod
+    def _set_aside_fragment(d: StateDir, good_bytes: int) -> None:
+        data = d.read_bytes(LEDGER_NAME) or b""
+        d.append(TORN_NAME, data[good_bytes:] + b"\n")
+        d.truncate(LEDGER_NAME, good_bytes)
+
+    def start_fresh(self) -> Path | None:
+        """A person's way to start over: move the ledger aside (returned) and forget its head outside the
+        workspace, so the next append begins a new history. Never called by a tool or a script's run."""
+        d = self._state(create=True)
+        assert d is not None
+        with d, d.lock(LOCK_NAME):
+            moved = None
+            if d.exists(LEDGER_NAME):
+                stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+                moved = self.dir / f"{LEDGER_NAME}.{stamp}.old"
+                os.replace(LEDGER_NAME, moved.name, src_dir_fd=d.fd, dst_dir_fd=d.fd)
+            with contextlib.suppress(FileNotFoundError):
+                d.unlink(HEAD_NAME)
+            binding.forget_head(self.workspace)
+        return moved
 
     # -- summaries -----------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:

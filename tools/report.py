@@ -27,6 +27,7 @@ from .records import (
     SymptomGoneEvent,
     UndoEvent,
 )
+from .state_files import STATE_DIR, StateDir
 
 _FINDING_KEYS = ("warnings", "findings", "hypotheses", "issues", "divergences", "suspects")
 _TEXT_KEYS = ("summary", "conclusion", "message", "verdict", "first_divergence", "localization")
@@ -83,6 +84,10 @@ class Report(BaseModel):
     signed: bool = Field(False, description="Every record carries a valid signature under this machine's key.")
     unsigned: list[int] = Field(default_factory=list, description="Records without a valid signature.")
     key_id: str | None = None
+    bound: bool = Field(False, description="Every record names this workspace and the ledger ends where the head "
+                        "kept outside the workspace says (re-verified when the report is built).")
+    finish_verified: bool = Field(False, description="The finish record is signed and the whole ledger verified "
+                                  "(chain, workspace, outside head) when the report was built.")
     comparison: Comparison | None = Field(None, description="The workflow objective before -> after (fixed).")
     outcome: str | None = None
     finish_seq: int | None = None
@@ -152,13 +157,15 @@ def build_report(workspace: Path) -> Report:
     """Assemble the report from `<workspace>/.warpgrad/ledger.jsonl`."""
     records, check = Ledger(workspace).read()
     rep = Report(ledger_ok=check.ok, ledger_problems=check.problems, records=len(records), signed=check.signed,
-                 unsigned=check.unsigned, key_id=check.key_id)
+                 unsigned=check.unsigned, key_id=check.key_id, bound=check.bound)
     finish = next((r for r in reversed(records) if r.kind == "finish"), None)
     roles: dict[int, str] = {}
     if finish is not None:
         fv = finish.event.payload if isinstance(finish.event, FinishEvent) else FinishPayload()
         rep.outcome = fv.outcome
         rep.finish_seq = finish.seq
+        # Headlined as accepted only when what the gate requires of the ledger holds right now.
+        rep.finish_verified = check.ok and finish.seq not in check.unsigned and isinstance(finish.event, FinishEvent)
         rep.root_cause = fv.summary
         rep.comparison = fv.comparison
         ev = fv.evidence
@@ -235,8 +242,12 @@ def _add_finding(rep: Report, r: LedgerRecord) -> None:
 def render_markdown(rep: Report) -> str:
     """The report as Markdown (no number appears that is not copied from the ledger)."""
     out = ["# warpgrad report", ""]
-    if rep.outcome:
+    if rep.outcome and rep.finish_verified:
         out.append(f"**Outcome: {rep.outcome}** (finish record {rep.finish_seq}, accepted by the evidence gate).")
+    elif rep.outcome:
+        out.append(f"**Outcome NOT verified**: finish record {rep.finish_seq} claims `{rep.outcome}`, but it is not "
+                   "signed under this machine's key or the ledger failed verification, so the evidence gate does "
+                   "not stand behind it.")
     else:
         out.append("No outcome recorded yet: this is an interim report of the evidence so far.")
     if not rep.ledger_ok:
@@ -306,9 +317,15 @@ def render_markdown(rep: Report) -> str:
 
 
 def _signature_line(rep: Report) -> str:
+    if rep.records and rep.signed and rep.ledger_ok:
+        where = ("bound to this workspace, ending where the head kept outside it says" if rep.bound else
+                 "written before ledgers named their workspace (unbound): its end is checked only against "
+                 "the head inside the workspace")
+        return (f"Ledger: hash chain intact, every record signed with this machine's warpgrad key "
+                f"(key id `{rep.key_id}`), {where}.")
     if rep.records and rep.signed:
-        return (f"Ledger: hash chain {'intact' if rep.ledger_ok else 'BROKEN'}, every record "
-                f"signed with this machine's warpgrad key (key id `{rep.key_id}`).")
+        return ("Ledger: every record carries a signature, but the ledger FAILED verification (see the warning "
+                "above): it is not this workspace's whole history.")
     if not rep.records:
         return "Ledger: empty."
     shown = ", ".join(map(str, rep.unsigned[:20])) + (", ..." if len(rep.unsigned) > 20 else "")
@@ -323,11 +340,12 @@ def report_json(rep: Report) -> str:
 
 
 def write_report(workspace: Path) -> Path:
-    """Render the report to `.warpgrad/report.md` (and `report.json` beside it); return the Markdown path."""
+    """Render the report to `.warpgrad/report.md` (and `report.json` beside it); return the Markdown path.
+
+    Written like every state file (`state_files.py`): a link planted at either name is replaced, never
+    followed."""
     rep = build_report(workspace)
-    d = Path(workspace) / ".warpgrad"
-    d.mkdir(exist_ok=True)
-    md = d / "report.md"
-    md.write_text(render_markdown(rep), encoding="utf-8")
-    (d / "report.json").write_text(report_json(rep), encoding="utf-8")
-    return md
+    with StateDir.of_workspace(Path(workspace)) as d:
+        d.write_atomic("report.md", render_markdown(rep).encode("utf-8"))
+        d.write_atomic("report.json", report_json(rep).encode("utf-8"))
+    return Path(workspace) / STATE_DIR / "report.md"

@@ -48,7 +48,7 @@ def stop_hook_verdict(workspace: Path) -> str | None:
     missing = "\n".join(f"- {m}" for m in gate.missing)
     return (
         f"warpgrad: the program was patched (ledger record {last.seq}) but the fix is not proven. "
-        f"Missing:\n{missing}\nDo what is listed and call finish(outcome='fixed'); or, if the patch "
+        f"Missing:\n{missing}\nDo what is listed and call finish(outcome='fixed', summary='<the root cause in a sentence>'); or, if the patch "
         "was wrong, undo it (`warpgrad undo`) or call finish with the outcome the evidence supports."
     )
 

@@ -384,19 +384,23 @@ class Backups:
         return f"{STATE_DIR}/backups/{where}/{rel}" if self._copy_in(where, rel) is not None else None
 
 
-def _signed(workspace: Path, kind: str) -> dict[str, dict[str, Any]]:
-    """Backup id -> payload of every SIGNED `kind` record (patch, patch_abort, undo) in the
+def _signed_by_kind(workspace: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """Kind -> backup id -> payload of every SIGNED record naming a backup (patch, patch_abort, undo) in the
     verified ledger: an unsigned record (anything that can write the workspace can append one) proves nothing."""
     records, check = Ledger(workspace).read()
     if not check.ok:
         raise LedgerCorrupt("the evidence ledger failed verification (" + "; ".join(check.problems) + "); "
                             "a person must inspect .warpgrad/ledger.jsonl")
     bad = set(check.unsigned)
-    return {str(r.payload.get("backup_op")): r.payload for r in records if r.kind == kind and r.seq not in bad}
+    out: dict[str, dict[str, dict[str, Any]]] = {"patch": {}, "patch_abort": {}, "undo": {}}
+    for r in records:
+        if r.kind in out and r.seq not in bad:
+            out[r.kind][str(r.payload.get("backup_op"))] = r.payload
+    return out
 
 
 def _ledger_patches(workspace: Path, kind: str = "patch") -> dict[str, dict[str, Any]]:
-    return _signed(workspace, kind)
+    return _signed_by_kind(workspace)[kind]
 
 
 def _in_ledger(entry: BackupEntry, patches: dict[str, dict[str, Any]]) -> bool:
@@ -425,8 +429,8 @@ def recover(workspace: Path) -> list[str]:
     entries = b.entries()
     if not any(e.state == "pending" or (e.state == "applied" and not e.undone) for e in entries):
         return done
-    patches, aborts = _signed(workspace, "patch"), _signed(workspace, "patch_abort")
-    undos = _signed(workspace, "undo")
+    signed = _signed_by_kind(workspace)
+    patches, aborts, undos = signed["patch"], signed["patch_abort"], signed["undo"]
     for e in entries:
         if e.state == "applied" and not e.undone and e.op in undos and _in_ledger(e, patches):
             b.mark_undone(e.op)
@@ -500,7 +504,8 @@ def apply_changes(
     with state_lock(workspace):
         recover(workspace)
         backups = Backups(workspace)
-        op = backups.next_op(set(_signed(workspace, "patch")) | set(_signed(workspace, "patch_abort")))
+        signed = _signed_by_kind(workspace)
+        op = backups.next_op(set(signed["patch"]) | set(signed["patch_abort"]))
         files = []
         for rel, text in changes.items():
             p = workspace / rel

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from forge import forge_append
 
 from warpgrad.agent.context import run_tool
 from warpgrad.tools.ledger import Ledger
@@ -260,3 +261,13 @@ def test_a_crafted_created_list_does_not_make_a_users_file_overwritable(ws):
     write_file(WriteFileArgs(path="probe.py", content="x = 1\n"), ws)
     write_file(WriteFileArgs(path="probe.py", content="x = 2\n"), ws)  # its own file stays rewritable
     assert (ws / "probe.py").read_text(encoding="utf-8") == "x = 2\n"
+
+
+def test_an_unsigned_file_record_does_not_make_a_users_file_overwritable(ws):
+    data = (ws / "sim.py").read_bytes()
+    Ledger(ws).append("run", {"i": 0})
+    (ws / ".warpgrad" / "created.json").write_text(json.dumps({"sim.py": sha(data)}), encoding="utf-8")
+    forge_append(ws, "file", {"path": "sim.py", "sha256": sha(data)}, files={"sim.py": sha(data)})
+    with pytest.raises(ToolError, match="never recorded warpgrad writing it"):
+        write_file(WriteFileArgs(path="sim.py", content="owned = 1\n"), ws)
+    assert (ws / "sim.py").read_bytes() == data

@@ -34,8 +34,10 @@ def check_writable_new(workspace: Path, target: Path) -> None:
     if sha256_file(target) != created[rel]:
         raise ToolError(f"{rel} was created by warpgrad but changed since (by the user?); it is not overwritten. "
                         "Pick a new name")
-    # created.json may come from anywhere (a cloned repository): the ledger must show warpgrad wrote it.
-    if not any(r.files.get(rel) == created[rel] for r in Ledger(workspace).read()[0]):
+    # created.json may come from anywhere (a cloned repository, the user's script): a SIGNED record of a
+    # verified ledger must show warpgrad wrote it (an unsigned one can be appended by anything).
+    records, check = Ledger(workspace).read()
+    if not check.ok or not any(r.files.get(rel) == created[rel] and r.seq not in check.unsigned for r in records):
         raise ToolError(f"{rel} is listed in .warpgrad/created.json, but the evidence ledger never recorded "
                         "warpgrad writing it; it is treated as the user's file and not overwritten. Pick a new name")
 

@@ -30,7 +30,8 @@ Threat model (who can and cannot forge a record the gate accepts):
   that only has warpgrad's own tools (they refuse every path outside the workspace), a collaborator or CI
   job that edits a committed or shared workspace, a container that mounts only the workspace. Their
   appends carry no signature or one under another key, and the gate rejects them. A ledger copied from
-  another machine is unsigned here for the same reason.
+  another machine is unsigned here for the same reason; one copied from another workspace on this machine
+  names that workspace, and one cut short disagrees with the head kept beside the key.
 - Not covered: someone who can read the key can rewrite history; deleting the key makes every record
   unverifiable (the gate then refuses until a person starts a fresh ledger).
 """

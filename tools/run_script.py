@@ -85,6 +85,8 @@ class RunScriptResult(BaseModel):
     metric: MetricSpec | None = Field(None, description="The named metric the run is judged by, if one was given.")
     metric_values: list[JsonFloat] = Field(default_factory=list, description="Every value of the metric in stdout.")
     metric_final: JsonFloat | None = Field(None, description="The last value of the metric (None: not printed).")
+    metric_error: str | None = Field(None, description="Why the metric was not read (its regex ran out of time on "
+                                     "this output); then there are no metric values.")
 
 
 def run_script_in(workspace: Path, script: Path, args: list[str], *, timeout_s: float = 300.0,
@@ -101,7 +103,7 @@ def describe_run(proc: ProcessResult, data: HarnessResult | None, workspace: Pat
                  metric: MetricSpec | None = None) -> RunScriptResult:
     """What a harness run did, for people and the ledger: its error, output, losses and Warp's warnings."""
     stdout = strip_warp_chatter(proc.stdout_tail)
-    metric_values = metric.values(stdout) if metric is not None else []
+    metric_values, metric_error = metric.scan(stdout) if metric is not None else ([], None)
     stderr = strip_warp_chatter(proc.stderr_tail)
     error = _error_of(proc, data, stderr)
     points = parse_losses(stdout)
@@ -120,6 +122,7 @@ def describe_run(proc: ProcessResult, data: HarnessResult | None, workspace: Pat
         warp_warnings=[r.message[:400] for r in (data.warp_log if data else []) if r.level == "warning"][:50],
         files=dict(data.files) if data else {}, counts=_counts(data),
         metric=metric, metric_values=metric_values, metric_final=metric_values[-1] if metric_values else None,
+        metric_error=metric_error,
     )
 
 

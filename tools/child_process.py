@@ -343,7 +343,7 @@ def run_harness(
         cache.mkdir(parents=True, exist_ok=True)
         policy = SandboxPolicy(workspace=Path(session.workspace if session is not None else cwd),
                                writable=[Path(tmp), cache, *_config_dirs(config)], devices=gpu_devices(),
-                               network=network_requested())
+                               network=network_requested(), shm_bytes=memory_mb * 2**20 if memory_mb else None)
         if device == "cpu" or config_device == "cpu":
             mem = memory_mb
         else:

@@ -153,7 +153,7 @@ class WorkerPool:
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
              sandbox: SandboxPolicy) -> ProcessResult | None:
         key = self._key(env, sandbox)
-        if key is None or memory_mb is None or memory_mb > key.memory_mb or not self._writable(sandbox, env):
+        if key is None or memory_mb != key.memory_mb or not self._writable(sandbox, env):
             return None
         for _ in range(2):
             if not self._ready(key, env, sandbox):
@@ -195,7 +195,7 @@ class WorkerPool:
 
     def _policy(self, workspace: Path, env: dict[str, str]) -> SandboxPolicy:
         return SandboxPolicy(workspace=workspace, writable=[self.scratch, warp_cache_dir(env)], devices=gpu_devices(),
-                             network=network_requested())
+                             network=network_requested(), shm_bytes=self.memory_mb * 2**20)
 
     def _writable(self, sandbox: SandboxPolicy, env: dict[str, str]) -> bool:
         """Every folder the run may write lies inside one the worker's sandbox binds."""

@@ -347,3 +347,38 @@ def test_under_bwrap_dev_shm_is_inside_the_memory_cap_and_dev_is_read_only(tmp_p
     r = _run(tmp_path, "import multiprocessing as mp\nq = mp.Lock()\nopen('/dev/shm/x', 'wb').write(b'0' * 2**20)\n"
              "print('shm ok')\n")
     assert r.ok and "shm ok" in r.stdout_tail, r.error
+
+
+def test_without_bwrap_a_script_that_kills_its_launcher_leaves_nothing_running(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "subreaper")
+    marker, script_marker = "63.0789", "64.0321"
+    body = (
+        "import os, signal, subprocess, time\n"
+        # A detached child holding the output pipes, then the launcher killed: both would be init's.
+        f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    os.execvp('sleep', ['sleep', '{script_marker}'])\n"
+        "print('killing', flush=True)\n"
+        "os.kill(os.getppid(), signal.SIGKILL)\n"
+        "time.sleep(40)\n"
+    )
+    start = time.monotonic()
+    r = _run(tmp_path, body, timeout_s=8)
+    assert time.monotonic() - start < 8 + 6, r.wall_s  # no wait on a pipe an escaped process holds
+    assert not r.ok and "killing" in r.stdout_tail
+    time.sleep(0.2)
+    assert _alive(marker) == [] and _alive(script_marker) == []
+    assert _running_in(tmp_path) == []  # the script itself is gone too
+
+
+def _running_in(where: Path) -> list[int]:
+    """Pids of live processes (not zombies) whose working directory is `where`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and os.readlink(d / "cwd") == str(where.resolve()):
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from . import child_process
+from . import adopt, child_process
 from .child_process import (
     DEFAULT_MEMORY_MB,
     TAIL_BYTES,
@@ -230,6 +230,9 @@ class WorkerPool:
             if self._proc.poll() is None:
                 self._old.append(self._proc)  # retired: it finishes its runs, then exits on its own
             self._proc = None
+        for p in self._old:
+            if p.poll() is not None:
+                adopt.launcher_done(p.pid)
         self._old = [p for p in self._old if p.poll() is None]
 
     def _spawn(self, key: WorkerKey, env: dict[str, str], sandbox: SandboxPolicy) -> bool:
@@ -255,11 +258,13 @@ class WorkerPool:
             boot_env = {k: v for k, v in env.items() if k not in ("WARPGRAD_RESULT",)}
             boot_env["TMPDIR"] = str(self.scratch)
             warp_cache_dir(boot_env).mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "ab") as log:
+            with open(self.log_path, "ab") as log, adopt.launching() as launchers:
+                adopt.become_subreaper()
                 self._proc = subprocess.Popen(
                     launch, cwd=workspace, env=boot_env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                     pass_fds=(listen.fileno(),), start_new_session=True,
                 )
+                launchers.add(self._proc.pid)  # a launcher of ours, never an escapee (`adopt.sweep`)
         except OSError:
             return False
         finally:

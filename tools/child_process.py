@@ -36,6 +36,7 @@ from .harness.protocol import (
     SessionMode,
     harness_error,
 )
+from .kernel_cache import run_cache
 from .sandbox import (
     Request,
     SandboxPolicy,
@@ -348,9 +349,10 @@ def run_harness(
 ) -> HarnessOutcome[R]:
     """Start `python -m warpgrad.tools.harness.main` with `config` in the sandbox and collect its result.
 
-    Writable inside: the workspace (`config.workspace`; `cwd` for a batch), Warp's kernel cache, a private
-    temp dir (TMPDIR; it holds the config and the result) and the `outdir`/`result`/`stderr` folders the
-    config names. Strings in the result are redacted of secrets like the output is.
+    Writable inside: the workspace (`config.workspace`; `cwd` for a batch) but its `.warpgrad/`, a private
+    temp dir (TMPDIR; it holds the config and the result), warpgrad's Warp kernel cache for this code (seeded
+    from the user's, which stays read-only: `kernel_cache.py`) and the `outdir`/`result`/`stderr` folders
+    the config names. Strings in the result are redacted of secrets like the output is.
 
     Args:
         config: What the harness runs.
@@ -365,11 +367,17 @@ def run_harness(
         cfg_path.write_text(config.model_dump_json(), encoding="utf-8")
         env = harness_env(device=device or config_device,
                           extra={"WARPGRAD_RESULT": str(res_path), "TMPDIR": tmp, **(env_extra or {})})
-        cache = warp_cache_dir(env)
-        cache.mkdir(parents=True, exist_ok=True)
-        policy = SandboxPolicy(workspace=Path(session.workspace if session is not None else cwd),
-                               writable=[Path(tmp), cache, *_config_dirs(config)], devices=gpu_devices(),
-                               network=network_requested(), shm_bytes=memory_mb * 2**20 if memory_mb else None)
+        # The kernel cache of this code, never the user's: nothing compiled here is loaded outside the sandbox
+        # or by a run of other code (`kernel_cache.py`).
+        workspace = Path(session.workspace if session is not None else cwd)
+        user_cache = warp_cache_dir(env)
+        cache = run_cache(workspace, [(c.script, c.args) for c in _sessions(config)], user_cache, Path(tmp),
+                          os.environ)
+        env["WARP_CACHE_PATH"] = str(cache)
+        policy = SandboxPolicy(workspace=workspace, writable=[Path(tmp), cache, *_config_dirs(config)],
+                               read_only=[user_cache],
+                               devices=gpu_devices(), network=network_requested(),
+                               shm_bytes=memory_mb * 2**20 if memory_mb else None)
         if device == "cpu" or config_device == "cpu":
             mem = memory_mb
         else:

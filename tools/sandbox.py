@@ -71,6 +71,9 @@ class SandboxPolicy(BaseModel):
     network: bool = Field(False, description="Keep the host network (default: loopback only).")
     devices: list[Path] = Field(default_factory=list, description="Device nodes bound in (GPU).")
     shm_bytes: int | None = Field(None, description="Size of the private /dev/shm (tmpfs); None: 64 MiB.")
+    read_only: list[Path] = Field(default_factory=list, description="Folders bound read-only over the writable "
+                                  "binds they lie in (the user's kernel cache); one that holds a writable "
+                                  "folder is left as the root has it (read-only unless inside one).")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -200,6 +203,11 @@ def bwrap_argv(policy: SandboxPolicy, cmd: list[str], *, cwd: Path, bwrap: str =
     state = state_dir_for_run(policy.workspace)
     if state is not None:
         argv += ["--ro-bind", str(state), str(state)]
+    for d in policy.read_only:
+        real_ro = Path(d).resolve()
+        # Over a folder that holds a writable bind, a read-only bind would hide that bind.
+        if real_ro.is_dir() and not any(Path(w).is_relative_to(real_ro) for w in seen):
+            argv += ["--ro-bind", str(real_ro), str(real_ro)]
     keys = key_dir().resolve()
     if keys.is_dir() and not any(keys.is_relative_to(Path(d).resolve()) for d in [policy.workspace, *policy.writable]):
         argv += ["--tmpfs", str(keys)]  # the ledger's signing key: unreadable to user code

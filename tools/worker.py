@@ -85,6 +85,8 @@ DEFAULT_IDLE_S = 600.0
 MAX_FAILED_WORKERS = 3
 MODULE = "warpgrad.tools.harness.worker"
 # Set per run, in the forked process; every other variable is read at boot and must match the worker's.
+# Not WARP_CACHE_PATH: it names the kernel cache of the code the run runs (`kernel_cache.py`); a worker serves
+# runs of one cache only, so a run never loads what a run of other code compiled.
 PER_RUN_ENV = frozenset({"WARPGRAD_RESULT", "TMPDIR", "CUDA_VISIBLE_DEVICES"})
 
 
@@ -195,7 +197,8 @@ class WorkerPool:
 
     def _policy(self, workspace: Path, env: dict[str, str]) -> SandboxPolicy:
         return SandboxPolicy(workspace=workspace, writable=[self.scratch, warp_cache_dir(env)], devices=gpu_devices(),
-                             network=network_requested(), shm_bytes=self.memory_mb * 2**20)
+                             network=network_requested(), shm_bytes=self.memory_mb * 2**20,
+                             read_only=[warp_cache_dir(os.environ)])
 
     def _writable(self, sandbox: SandboxPolicy, env: dict[str, str]) -> bool:
         """Every folder the run may write lies inside one the worker's sandbox binds."""

@@ -139,3 +139,22 @@ def test_a_metric_regex_that_runs_out_of_time_reads_no_values_and_says_why():
 def test_a_metric_regex_still_reads_every_value_it_matches(tmp_path):
     r = run(tmp_path, "for i in range(3):\n    print(f'dist: {0.5 / (i + 1):.3f}')\n", metric_regex=r"dist: (\S+)")
     assert r.metric_values == [0.5, 0.25, 0.167] and r.metric_error is None
+
+
+def test_a_script_that_rewrites_itself_is_recorded_as_the_code_that_ran_and_flagged(tmp_path):
+    import hashlib
+
+    (tmp_path / "helper.py").write_text("VALUE = 1\n", encoding="utf-8")
+    body = ("import helper\n"
+            "print('ran', helper.VALUE)\n"
+            "open(__file__, 'w').write('print(\"a different program\")\\n')\n"
+            "open(helper.__file__, 'w').write('VALUE = 2\\n')\n")
+    original = hashlib.sha256(body.encode()).hexdigest()
+    helper = hashlib.sha256(b"VALUE = 1\n").hexdigest()
+    r = run(tmp_path, body)
+    assert r.ok and "ran 1" in r.stdout_tail, r.error
+    assert r.files["s.py"] == original and r.files["helper.py"] == helper
+    assert r.files_changed == ["helper.py", "s.py"]
+    # A run that changes nothing is not flagged, and its hashes are the files'.
+    again = run(tmp_path, "import helper\nprint(helper.VALUE)\n", name="t.py")
+    assert again.files_changed == [] and again.files["helper.py"] == hashlib.sha256(b"VALUE = 2\n").hexdigest()

@@ -14,3 +14,19 @@ def test_a_trajectory_is_summarized_by_its_trend():
     down = parse_losses("\n".join(f"it {i} loss {1.0 / (i + 1)}" for i in range(4)))
     assert summarize(down)["trend"] == "improving"
     assert summarize([])["n"] == 0
+
+
+def test_a_line_built_to_backtrack_is_read_in_bounded_time():
+    import time
+
+    # Adjacent whitespace repeats around optional tokens backtrack polynomially on a long run of spaces.
+    hostile = "\n".join(["cost" + " " * 3000 + "?", "objective:" + "\t" * 5000 + "nope"] * 50)
+    start = time.monotonic()
+    pts = parse_losses(hostile + "\nstep 7 cost = 0.25\n")
+    assert time.monotonic() - start < 5
+    assert [(p.iteration, p.value) for p in pts] == [(7, 0.25)]
+
+
+def test_loss_lines_with_spaces_brackets_and_units_still_parse():
+    pts = parse_losses("it 3  loss (mse) :  [ 0.5\nepoch # 4 error=  2e-3")
+    assert [(p.iteration, p.value) for p in pts] == [(3, 0.5), (4, 0.002)]

@@ -110,3 +110,51 @@ def test_a_diverging_run_validates_against_the_schema_it_advertises(tmp_path):
     payload = json.loads(r.model_dump_json())
     assert payload["loss_trajectory"][:2] == [1.0, 3.5] and payload["loss_trajectory"][2:] == [None, None]
     jsonschema.validate(payload, RunScriptResult.model_json_schema(mode="serialization"))
+
+
+def test_output_and_a_metric_regex_built_to_backtrack_end_within_the_runs_time(tmp_path):
+    import time
+
+    body = ("print('loss' + ' ' * 400 + 'x')\n" * 20) + "print('a' * 40 + 'b')\nprint('iter 1 loss 0.5')\n"
+    start = time.monotonic()
+    r = run(tmp_path, body, timeout_s=30, metric_regex="(a+)+$")
+    assert time.monotonic() - start < 30
+    assert r.ok, r.error
+    assert r.loss_trajectory == [0.5]
+    assert r.metric_values == [] and r.metric_final is None
+
+
+def test_a_metric_regex_that_runs_out_of_time_reads_no_values_and_says_why():
+    import time
+
+    from warpgrad.tools.metric import MetricSpec
+
+    start = time.monotonic()
+    values, why = MetricSpec(regex="(a|aa)+$").scan("val aa\n" + ("a" * 40 + "b\n") * 5)
+    assert time.monotonic() - start < 10
+    # No values at all, not the ones before the timeout: a partial list could name a wrong "last" value.
+    assert values == [] and why and "backtracks" in why
+
+
+def test_a_metric_regex_still_reads_every_value_it_matches(tmp_path):
+    r = run(tmp_path, "for i in range(3):\n    print(f'dist: {0.5 / (i + 1):.3f}')\n", metric_regex=r"dist: (\S+)")
+    assert r.metric_values == [0.5, 0.25, 0.167] and r.metric_error is None
+
+
+def test_a_script_that_rewrites_itself_is_recorded_as_the_code_that_ran_and_flagged(tmp_path):
+    import hashlib
+
+    (tmp_path / "helper.py").write_text("VALUE = 1\n", encoding="utf-8")
+    body = ("import helper\n"
+            "print('ran', helper.VALUE)\n"
+            "open(__file__, 'w').write('print(\"a different program\")\\n')\n"
+            "open(helper.__file__, 'w').write('VALUE = 2\\n')\n")
+    original = hashlib.sha256(body.encode()).hexdigest()
+    helper = hashlib.sha256(b"VALUE = 1\n").hexdigest()
+    r = run(tmp_path, body)
+    assert r.ok and "ran 1" in r.stdout_tail, r.error
+    assert r.files["s.py"] == original and r.files["helper.py"] == helper
+    assert r.files_changed == ["helper.py", "s.py"]
+    # A run that changes nothing is not flagged, and its hashes are the files'.
+    again = run(tmp_path, "import helper\nprint(helper.VALUE)\n", name="t.py")
+    assert again.files_changed == [] and again.files["helper.py"] == hashlib.sha256(b"VALUE = 2\n").hexdigest()

@@ -267,3 +267,118 @@ def test_a_harness_error_result_becomes_a_harness_failed_run_error(tmp_path):
                 {"version": PROTOCOL_VERSION, "status": "no such status"}):
         run = describe_run(proc, parse_result(raw, HarnessResult), tmp_path, tmp_path / "s.py", [])
         assert run.error is not None and run.error.kind == "harness_failed", raw
+
+
+def test_under_bwrap_warpgrads_state_is_read_only_and_planted_links_fail(tmp_path, monkeypatch):
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    Ledger(ws).append("note", {"text": "before"}, tool="test")
+    target = tmp_path / "outside.txt"
+    target.write_text("mine\n", encoding="utf-8")
+    state = ws / ".warpgrad"
+    body = (
+        "import json, os, shutil\n"
+        "out = {}\n"
+        f"target = {str(target)!r}\n"
+        "for name, act in [\n"
+        "    ('link', lambda: os.symlink(target, '.warpgrad/ledger.torn')),\n"
+        "    ('head_tmp', lambda: os.symlink(target, f'.warpgrad/ledger.head.{os.getpid()}.tmp')),\n"
+        "    ('append', lambda: open('.warpgrad/ledger.jsonl', 'a').write('{}\\n')),\n"
+        "    ('backups', lambda: os.symlink('/tmp', '.warpgrad/backups')),\n"
+        "    ('rename', lambda: os.rename('.warpgrad', 'moved')),\n"
+        "    ('rmtree', lambda: shutil.rmtree('.warpgrad')),\n"
+        "]:\n"
+        "    try:\n"
+        "        act()\n"
+        "        out[name] = 'ok'\n"
+        "    except OSError as e:\n"
+        "        out[name] = e.strerror\n"
+        "print(json.dumps(out))\n"
+    )
+    before = sorted(p.name for p in state.iterdir())
+    r = _run(ws, body)
+    out = json.loads(r.stdout_tail.strip().splitlines()[-1])
+    assert set(out.values()) <= {"Read-only file system", "Device or resource busy"}, out
+    assert sorted(p.name for p in state.iterdir()) == before and not (ws / "moved").exists()
+    assert target.read_text(encoding="utf-8") == "mine\n"
+    assert Ledger(ws).verify().ok
+
+
+def test_a_missing_state_folder_is_made_before_the_run_so_a_script_cannot_plant_it(tmp_path, monkeypatch):
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    r = _run(tmp_path, "import os\nos.symlink('/tmp', '.warpgrad/backups')\n")
+    assert not r.ok and "Read-only file system" in r.error.message, r.error
+    assert (tmp_path / ".warpgrad").is_dir() and not (tmp_path / ".warpgrad").is_symlink()
+    assert list((tmp_path / ".warpgrad").iterdir()) == []
+
+
+def test_under_bwrap_dev_shm_is_inside_the_memory_cap_and_dev_is_read_only(tmp_path, monkeypatch):
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    body = (
+        "import json\n"
+        "out = {}\n"
+        "try:\n"
+        "    open('/dev/stash', 'w').write('x')\n"
+        "    out['dev'] = 'ok'\n"
+        "except OSError as e:\n"
+        "    out['dev'] = e.strerror\n"
+        "chunk, n = b'\\0' * 2**24, 0\n"
+        "try:\n"
+        "    with open('/dev/shm/big', 'wb') as f:\n"
+        "        for _ in range(96):\n"  # 1.5 GiB
+        "            f.write(chunk)\n"
+        "            f.flush()\n"
+        "            n += len(chunk)\n"
+        "except OSError as e:\n"
+        "    out['shm'] = e.strerror\n"
+        "out['written_mib'] = n >> 20\n"
+        "print(json.dumps(out))\n"
+    )
+    r = _run(tmp_path, body, memory_mb=1024)
+    assert r.ok, r.error
+    out = json.loads(r.stdout_tail.strip().splitlines()[-1])
+    assert out["dev"] == "Read-only file system"
+    assert out["shm"] == "No space left on device" and out["written_mib"] <= 1024, out
+    # The default cap sizes it too: a run with more memory can use /dev/shm (multiprocessing needs it).
+    r = _run(tmp_path, "import multiprocessing as mp\nq = mp.Lock()\nopen('/dev/shm/x', 'wb').write(b'0' * 2**20)\n"
+             "print('shm ok')\n")
+    assert r.ok and "shm ok" in r.stdout_tail, r.error
+
+
+def test_without_bwrap_a_script_that_kills_its_launcher_leaves_nothing_running(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "subreaper")
+    marker, script_marker = "63.0789", "64.0321"
+    body = (
+        "import os, signal, subprocess, time\n"
+        # A detached child holding the output pipes, then the launcher killed: both would be init's.
+        f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    os.execvp('sleep', ['sleep', '{script_marker}'])\n"
+        "print('killing', flush=True)\n"
+        "os.kill(os.getppid(), signal.SIGKILL)\n"
+        "time.sleep(40)\n"
+    )
+    start = time.monotonic()
+    r = _run(tmp_path, body, timeout_s=8)
+    assert time.monotonic() - start < 8 + 6, r.wall_s  # no wait on a pipe an escaped process holds
+    assert not r.ok and "killing" in r.stdout_tail
+    time.sleep(0.2)
+    assert _alive(marker) == [] and _alive(script_marker) == []
+    assert _running_in(tmp_path) == []  # the script itself is gone too
+
+
+def _running_in(where: Path) -> list[int]:
+    """Pids of live processes (not zombies) whose working directory is `where`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and os.readlink(d / "cwd") == str(where.resolve()):
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found

@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from . import adopt
 from .harness.protocol import (
     PROTOCOL_VERSION,
     BatchConfig,
@@ -35,6 +36,7 @@ from .harness.protocol import (
     SessionMode,
     harness_error,
 )
+from .kernel_cache import run_cache
 from .sandbox import (
     Request,
     SandboxPolicy,
@@ -52,6 +54,7 @@ from .sandbox import (
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MEMORY_MB = 8192
 TAIL_BYTES = 16_000
+DRAIN_S = 2.0  # how long output is still read after the run ended, when something keeps its pipes open
 
 # Lines Warp prints on its own; they never count as the user's output. The harness reroutes Warp's
 # logger, so only what native code prints (the missing-CUDA warning) normally reaches the streams.
@@ -100,8 +103,22 @@ class _Tail:
         self.size = 0
         self.total = 0
 
-    def feed(self, stream) -> None:
-        for chunk in iter(lambda: stream.read(8192), b""):
+    def feed(self, stream, ended: threading.Event) -> None:
+        """Read `stream` to its end, or to DRAIN_S after `ended` is set: a process that escaped the run and
+        holds the pipe open must not hold the run (nor may closing the stream wait for a blocked read)."""
+        fd, drain_until = stream.fileno(), None
+        poller = select.poll()  # not select(): descriptors past 1023 (a long-lived server) are fine
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        while True:
+            if ended.is_set() and drain_until is None:
+                drain_until = time.monotonic() + DRAIN_S
+            if drain_until is not None and time.monotonic() > drain_until:
+                return
+            if not poller.poll(100):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
             self.total += len(chunk)
             self.chunks.append(chunk)
             self.size += len(chunk)
@@ -164,10 +181,14 @@ def run_process(
         out, err = _Tail(tail_bytes), _Tail(tail_bytes)
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                launch, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, pass_fds=(status_w,),
-            )
+            with adopt.launching() as launchers:
+                # What escapes a launcher that user code killed is reparented to us, and swept at the end.
+                adopt.become_subreaper()
+                proc = subprocess.Popen(
+                    launch, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, start_new_session=True, pass_fds=(status_w,),
+                )
+                launchers.add(proc.pid)
         except OSError as e:
             os.close(status_r)
             return ProcessResult(argv=shown, returncode=127, stderr_tail=f"could not start {launch[0]}: {e}",
@@ -201,7 +222,9 @@ def _wait(proc: subprocess.Popen, timeout_s: float) -> None:
 def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeout_s: float, status_pipe,
              res: ProcessResult) -> ProcessResult:
     """Wait for the launcher (killing the tree at the timeout) and fill in `res`."""
-    readers = [threading.Thread(target=t.feed, args=(s,), daemon=True) for t, s in ((out, proc.stdout), (err, proc.stderr))]
+    ended = threading.Event()
+    readers = [threading.Thread(target=t.feed, args=(s, ended), daemon=True)
+               for t, s in ((out, proc.stdout), (err, proc.stderr))]
     for r in readers:
         r.start()
     timed_out = False
@@ -219,8 +242,12 @@ def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeo
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        adopt.launcher_done(proc.pid)
+        # The launcher kills its tree unless user code killed it first: then its orphans came to us.
+        adopt.sweep()
+        ended.set()
     for r in readers:
-        r.join(timeout=5)
+        r.join(timeout=DRAIN_S + 1)
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
@@ -322,9 +349,10 @@ def run_harness(
 ) -> HarnessOutcome[R]:
     """Start `python -m warpgrad.tools.harness.main` with `config` in the sandbox and collect its result.
 
-    Writable inside: the workspace (`config.workspace`; `cwd` for a batch), Warp's kernel cache, a private
-    temp dir (TMPDIR; it holds the config and the result) and the `outdir`/`result`/`stderr` folders the
-    config names. Strings in the result are redacted of secrets like the output is.
+    Writable inside: the workspace (`config.workspace`; `cwd` for a batch) but its `.warpgrad/`, a private
+    temp dir (TMPDIR; it holds the config and the result), warpgrad's Warp kernel cache for this code (seeded
+    from the user's, which stays read-only: `kernel_cache.py`) and the `outdir`/`result`/`stderr` folders
+    the config names. Strings in the result are redacted of secrets like the output is.
 
     Args:
         config: What the harness runs.
@@ -339,11 +367,17 @@ def run_harness(
         cfg_path.write_text(config.model_dump_json(), encoding="utf-8")
         env = harness_env(device=device or config_device,
                           extra={"WARPGRAD_RESULT": str(res_path), "TMPDIR": tmp, **(env_extra or {})})
-        cache = warp_cache_dir(env)
-        cache.mkdir(parents=True, exist_ok=True)
-        policy = SandboxPolicy(workspace=Path(session.workspace if session is not None else cwd),
-                               writable=[Path(tmp), cache, *_config_dirs(config)], devices=gpu_devices(),
-                               network=network_requested())
+        # The kernel cache of this code, never the user's: nothing compiled here is loaded outside the sandbox
+        # or by a run of other code (`kernel_cache.py`).
+        workspace = Path(session.workspace if session is not None else cwd)
+        user_cache = warp_cache_dir(env)
+        cache = run_cache(workspace, [(c.script, c.args) for c in _sessions(config)], user_cache, Path(tmp),
+                          os.environ)
+        env["WARP_CACHE_PATH"] = str(cache)
+        policy = SandboxPolicy(workspace=workspace, writable=[Path(tmp), cache, *_config_dirs(config)],
+                               read_only=[user_cache],
+                               devices=gpu_devices(), network=network_requested(),
+                               shm_bytes=memory_mb * 2**20 if memory_mb else None)
         if device == "cpu" or config_device == "cpu":
             mem = memory_mb
         else:

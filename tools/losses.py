@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from typing import Annotated, Any
 
+import regex
 from pydantic import BaseModel, WithJsonSchema
+
+from .bounded_regex import Budget, RegexTimeout, capped_lines, compile_pattern, search
 
 # A float that may be NaN/inf in Python: JSON carries those as null, so the schema must say so, or a strict
 # client (an MCP client validating the result) rejects the whole result of the run that shows the divergence.
@@ -21,10 +23,14 @@ JsonFloat = Annotated[float, WithJsonSchema({"anyOf": [{"type": "number"}, {"typ
                                              "description": "null when the value is NaN or infinite"})]
 
 _NUM = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf|INF)"
-_LOSS = re.compile(rf"\b(?:loss|objective|cost|error|mse|l2)\b\s*(?:\([^)]*\))?\s*[:=]?\s*\[?\s*({_NUM})", re.IGNORECASE)
-_ITER = re.compile(r"\b(?:iter(?:ation)?|it|step|epoch|episode|round|frame|opt(?:imization)?\s*step|i)\b\s*[:=#]?\s*\[?(\d+)",
-                   re.IGNORECASE)
-_LEAD = re.compile(r"^\s*\[?(\d+)(?:\s*/\s*\d+)?\]?[\s:,|]")
+# No two repeats of the same characters touch (`\s*` then an optional token then `\s*` backtracks cubically on
+# a line of spaces); each optional token carries its own trailing `\s*` instead. The engine's timeout is the
+# backstop for what this misses.
+_LOSS = compile_pattern(rf"\b(?:loss|objective|cost|error|mse|l2)\b\s*(?:\([^)]*\)\s*)?(?:[:=]\s*)?(?:\[\s*)?({_NUM})",
+                        regex.IGNORECASE)
+_ITER = compile_pattern(r"\b(?:iter(?:ation)?|it|step|epoch|episode|round|frame|opt(?:imization)?\s*step|i)\b\s*"
+                        r"(?:[:=#]\s*)?\[?(\d+)", regex.IGNORECASE)
+_LEAD = compile_pattern(r"^\s*\[?(\d+)(?:\s*/\s*\d+)?\]?[\s:,|]")
 
 
 class LossPoint(BaseModel):
@@ -34,25 +40,42 @@ class LossPoint(BaseModel):
 
 
 def parse_losses(text: str) -> list[LossPoint]:
+    """The (iteration, loss) points of the lines of `text` that name a loss-like quantity and a number.
+
+    The text is the script's: lines are capped and every match is bounded in time (`bounded_regex`). A line
+    the patterns cannot read in time is skipped; past the whole text's budget the rest is not read.
+    """
     points: list[LossPoint] = []
-    for n, line in enumerate(text.splitlines()):
-        m = _LOSS.search(line)
-        if not m:
-            continue
+    budget = Budget()
+    for n, line in capped_lines(text):
         try:
-            value = float(m.group(1))
-        except ValueError:
+            point = _point(line, n, budget, len(points))
+        except RegexTimeout:
+            if budget.expired():
+                break
             continue
-        it = _ITER.search(line[: m.start()]) or _ITER.search(line)
-        lead = _LEAD.match(line)
-        if it:
-            iteration = int(it.group(1))
-        elif lead:
-            iteration = int(lead.group(1))
-        else:
-            iteration = len(points)
-        points.append(LossPoint(iteration=iteration, value=value, line=n + 1))
+        if point is not None:
+            points.append(point)
     return points
+
+
+def _point(line: str, n: int, budget: Budget, index: int) -> LossPoint | None:
+    m = search(_LOSS, line, budget)
+    if not m:
+        return None
+    try:
+        value = float(m.group(1))
+    except ValueError:
+        return None
+    it = search(_ITER, line, budget, 0, m.start()) or search(_ITER, line, budget)
+    lead = search(_LEAD, line, budget)
+    if it:
+        iteration = int(it.group(1))
+    elif lead:
+        iteration = int(lead.group(1))
+    else:
+        iteration = index
+    return LossPoint(iteration=iteration, value=value, line=n)
 
 
 def summarize(points: list[LossPoint]) -> dict[str, Any]:

@@ -11,10 +11,12 @@ made before the metric was named).
 from __future__ import annotations
 
 import math
-import re
 from typing import Literal
 
+import regex
 from pydantic import BaseModel, Field, model_validator
+
+from .bounded_regex import Budget, RegexTimeout, compile_pattern, finditer
 
 # The same number syntax the loss parser reads (signs, exponents, nan/inf).
 NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf|INF)"
@@ -38,8 +40,8 @@ class MetricSpec(BaseModel):
             raise ValueError("the metric name is empty")
         if self.regex is not None:
             try:
-                pat = re.compile(self.regex)
-            except re.error as e:
+                pat = compile_pattern(self.regex)
+            except regex.error as e:
                 raise ValueError(f"the metric regex does not compile: {e}") from None
             if pat.groups > 1:
                 raise ValueError("the metric regex may have at most one group (the value)")
@@ -54,22 +56,35 @@ class MetricSpec(BaseModel):
         how = f"closer to {self.target!r} is better" if self.direction == "closer" else f"{self.direction} is better"
         return f"{what} ({how})"
 
-    def pattern(self) -> re.Pattern[str]:
+    def pattern(self) -> regex.Pattern[str]:
+        """The compiled pattern, by the `regex` engine: its matches over a script's output take a timeout."""
         if self.regex is not None:
-            return re.compile(self.regex)
-        # The name, not glued to a longer identifier, an optional "(...)" unit, then = or : and the number.
-        return re.compile(rf"(?<![\w.]){re.escape(str(self.name))}\s*(?:\([^)]*\))?\s*[:=]?\s*\[?\s*({NUMBER})")
+            return compile_pattern(self.regex)
+        # The name, not glued to a longer identifier, an optional "(...)" unit, then = or : and the number
+        # (each optional token with its own trailing spaces: adjacent `\s*` repeats backtrack).
+        return compile_pattern(rf"(?<![\w.]){regex.escape(str(self.name))}\s*(?:\([^)]*\)\s*)?(?:[:=]\s*)?(?:\[\s*)?"
+                               rf"({NUMBER})")
+
+    def scan(self, text: str) -> tuple[list[float], str | None]:
+        """Every value of the metric in `text`, in order, and why there are none when the pattern ran out of
+        time (a regex that backtracks on this output: then no values at all, never a partial list whose
+        "last" value is not the last one printed). Matches are per line, lines capped (`bounded_regex`)."""
+        out: list[float] = []
+        try:
+            for m in finditer(self.pattern(), text, Budget()):
+                raw = m.group(1) if m.re.groups else m.group(0)
+                try:
+                    out.append(float(raw))
+                except (TypeError, ValueError):
+                    continue
+        except RegexTimeout as e:
+            return [], f"{self.label()} was not read: {e}"
+        return out, None
 
     def values(self, text: str) -> list[float]:
-        """Every value of the metric in `text`, in order (a match that is not a number is skipped)."""
-        out: list[float] = []
-        for m in self.pattern().finditer(text):
-            raw = m.group(1) if m.re.groups else m.group(0)
-            try:
-                out.append(float(raw))
-            except (TypeError, ValueError):
-                continue
-        return out
+        """Every value of the metric in `text`, in order (a match that is not a number is skipped; none when
+        the pattern runs out of time, see `scan`)."""
+        return self.scan(text)[0]
 
     def badness(self, v: float) -> float:
         """Smaller is better, whatever the direction."""

@@ -10,7 +10,9 @@ timeout), or when the runner itself dies (`PR_SET_PDEATHSIG`), every remaining d
 The exit status is the command's: its exit code, or the same signal raised again on this process.
 Under bubblewrap a signal death reaches the runner only as an exit code (bwrap exits 128+N), so the
 status is also written, as `exit N` or `signal N`, to STATUS_FD when that is not -1.
-The memory cap (`RLIMIT_AS`, 0 = none) is set in the command's process only, never on this one.
+The memory cap (`RLIMIT_AS`, 0 = none) is set in the command's process only, never on this one; so is
+`no_new_privs`, the mark by which the runner (`adopt.py`) finds the command's processes if this one is
+killed before it could kill them.
 """
 
 import contextlib
@@ -23,6 +25,7 @@ import time
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
 
 
 def _prctl(option: int, value: int) -> None:
@@ -102,6 +105,10 @@ def main(argv: list[str]) -> int:
                 signal.signal(sig, signal.SIG_DFL)
             if cap > 0:
                 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            # A flag every descendant inherits and none can clear: if the command kills us, the runner (a
+            # subreaper too, `adopt.py`) knows its orphans by it. It also keeps setuid programs from gaining
+            # privileges, as under bwrap.
+            _prctl(PR_SET_NO_NEW_PRIVS, 1)
             os.execvp(cmd[0], cmd)
         except OSError as e:
             sys.stderr.write(f"could not start {cmd[0]}: {e}\n")

@@ -80,11 +80,16 @@ class RunScriptResult(BaseModel):
     final_loss: JsonFloat | None = None
     trend: str | None = None
     warp_warnings: list[str] = []
-    files: dict[str, str] = Field(default_factory=dict, description="sha256 of every workspace file the run imported.")
+    files: dict[str, str] = Field(default_factory=dict, description="sha256 of every workspace file the run imported "
+                                  "(of the bytes that ran).")
+    files_changed: list[str] = Field(default_factory=list, description="Files that changed on disk while the run ran: "
+                                     "the code on disk now is not the code this run exercised.")
     counts: dict[str, int] = {}
     metric: MetricSpec | None = Field(None, description="The named metric the run is judged by, if one was given.")
     metric_values: list[JsonFloat] = Field(default_factory=list, description="Every value of the metric in stdout.")
     metric_final: JsonFloat | None = Field(None, description="The last value of the metric (None: not printed).")
+    metric_error: str | None = Field(None, description="Why the metric was not read (its regex ran out of time on "
+                                     "this output); then there are no metric values.")
 
 
 def run_script_in(workspace: Path, script: Path, args: list[str], *, timeout_s: float = 300.0,
@@ -101,7 +106,7 @@ def describe_run(proc: ProcessResult, data: HarnessResult | None, workspace: Pat
                  metric: MetricSpec | None = None) -> RunScriptResult:
     """What a harness run did, for people and the ledger: its error, output, losses and Warp's warnings."""
     stdout = strip_warp_chatter(proc.stdout_tail)
-    metric_values = metric.values(stdout) if metric is not None else []
+    metric_values, metric_error = metric.scan(stdout) if metric is not None else ([], None)
     stderr = strip_warp_chatter(proc.stderr_tail)
     error = _error_of(proc, data, stderr)
     points = parse_losses(stdout)
@@ -118,8 +123,10 @@ def describe_run(proc: ProcessResult, data: HarnessResult | None, workspace: Pat
         loss_trajectory=[p.value for p in points], loss_points=points[-200:], final_loss=summary.get("last"),
         trend=summary.get("trend"),
         warp_warnings=[r.message[:400] for r in (data.warp_log if data else []) if r.level == "warning"][:50],
-        files=dict(data.files) if data else {}, counts=_counts(data),
+        files=dict(data.files) if data else {}, files_changed=list(data.files_changed) if data else [],
+        counts=_counts(data),
         metric=metric, metric_values=metric_values, metric_final=metric_values[-1] if metric_values else None,
+        metric_error=metric_error,
     )
 
 

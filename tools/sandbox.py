@@ -24,6 +24,7 @@ a run fails with a clear error where it is unusable) or `subreaper` (never bwrap
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -37,6 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .keys import KEY_DIR_ENV, key_dir
+from .ledger import STATE_DIR
 
 SANDBOX_ENV = "WARPGRAD_SANDBOX"
 NETWORK_ENV = "WARPGRAD_SANDBOX_NETWORK"
@@ -68,6 +70,10 @@ class SandboxPolicy(BaseModel):
     writable: list[Path] = Field(default_factory=list, description="More directories bound writable.")
     network: bool = Field(False, description="Keep the host network (default: loopback only).")
     devices: list[Path] = Field(default_factory=list, description="Device nodes bound in (GPU).")
+    shm_bytes: int | None = Field(None, description="Size of the private /dev/shm (tmpfs); None: 64 MiB.")
+    read_only: list[Path] = Field(default_factory=list, description="Folders bound read-only over the writable "
+                                  "binds they lie in (the user's kernel cache); one that holds a writable "
+                                  "folder is left as the root has it (read-only unless inside one).")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -150,17 +156,58 @@ def gpu_devices(dev: Path = Path("/dev")) -> list[Path]:
     return found
 
 
+DEFAULT_SHM_BYTES = 64 * 2**20  # what Docker gives a container's /dev/shm
+
+
+def state_dir_for_run(workspace: Path) -> Path | None:
+    """`<workspace>/.warpgrad`, created (0700) when missing, so user code finds it bound read-only rather
+    than free to create it (as a link to a folder outside, or full of planted links).
+
+    Raises:
+        SandboxUnavailable: It exists but is a link or not a folder (warpgrad keeps its state only in a
+            real folder of the workspace).
+    """
+    if not Path(workspace).is_dir():
+        return None  # bwrap refuses to bind a workspace that is not there: nothing runs
+    state = Path(workspace).resolve() / STATE_DIR
+    with contextlib.suppress(FileExistsError):
+        state.mkdir(mode=0o700)
+    if state.is_symlink() or not state.is_dir():
+        raise SandboxUnavailable(f"{state} is a link or not a folder; warpgrad keeps its state only in a real "
+                                 "folder: remove it (warpgrad recreates it) and run again")
+    return state
+
+
 def bwrap_argv(policy: SandboxPolicy, cmd: list[str], *, cwd: Path, bwrap: str = "bwrap") -> list[str]:
-    """The bwrap command line that runs `cmd` in `cwd` under `policy`."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
+    """The bwrap command line that runs `cmd` in `cwd` under `policy`.
+
+    `/dev` is read-only once its nodes are in (bwrap's /dev is a tmpfs of unbounded size), `/dev/shm` a tmpfs
+    of `policy.shm_bytes`, and the workspace's `.warpgrad/` (warpgrad's state: ledger, head, backups, locks)
+    is bound read-only on top of the writable workspace (created first when missing, `state_dir_for_run`).
+
+    Raises:
+        SandboxUnavailable: The workspace's `.warpgrad` is a link or not a folder.
+    """
+    shm = policy.shm_bytes or DEFAULT_SHM_BYTES
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm",
+            "--proc", "/proc"]
     for d in policy.devices:
         argv += ["--dev-bind", str(d), str(d)]
+    argv += ["--remount-ro", "/dev"]
     seen: set[str] = set()
     for d in [policy.workspace, *policy.writable]:
         real = str(Path(d).resolve())
         if real not in seen:
             seen.add(real)
             argv += ["--bind", real, real]
+    state = state_dir_for_run(policy.workspace)
+    if state is not None:
+        argv += ["--ro-bind", str(state), str(state)]
+    for d in policy.read_only:
+        real_ro = Path(d).resolve()
+        # Over a folder that holds a writable bind, a read-only bind would hide that bind.
+        if real_ro.is_dir() and not any(Path(w).is_relative_to(real_ro) for w in seen):
+            argv += ["--ro-bind", str(real_ro), str(real_ro)]
     keys = key_dir().resolve()
     if keys.is_dir() and not any(keys.is_relative_to(Path(d).resolve()) for d in [policy.workspace, *policy.writable]):
         argv += ["--tmpfs", str(keys)]  # the ledger's signing key: unreadable to user code

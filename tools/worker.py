@@ -55,7 +55,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from . import child_process
+from . import adopt, child_process
 from .child_process import (
     DEFAULT_MEMORY_MB,
     TAIL_BYTES,
@@ -85,6 +85,8 @@ DEFAULT_IDLE_S = 600.0
 MAX_FAILED_WORKERS = 3
 MODULE = "warpgrad.tools.harness.worker"
 # Set per run, in the forked process; every other variable is read at boot and must match the worker's.
+# Not WARP_CACHE_PATH: it names the kernel cache of the code the run runs (`kernel_cache.py`); a worker serves
+# runs of one cache only, so a run never loads what a run of other code compiled.
 PER_RUN_ENV = frozenset({"WARPGRAD_RESULT", "TMPDIR", "CUDA_VISIBLE_DEVICES"})
 
 
@@ -153,7 +155,7 @@ class WorkerPool:
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
              sandbox: SandboxPolicy) -> ProcessResult | None:
         key = self._key(env, sandbox)
-        if key is None or memory_mb is None or memory_mb > key.memory_mb or not self._writable(sandbox, env):
+        if key is None or memory_mb != key.memory_mb or not self._writable(sandbox, env):
             return None
         for _ in range(2):
             if not self._ready(key, env, sandbox):
@@ -195,7 +197,8 @@ class WorkerPool:
 
     def _policy(self, workspace: Path, env: dict[str, str]) -> SandboxPolicy:
         return SandboxPolicy(workspace=workspace, writable=[self.scratch, warp_cache_dir(env)], devices=gpu_devices(),
-                             network=network_requested())
+                             network=network_requested(), shm_bytes=self.memory_mb * 2**20,
+                             read_only=[warp_cache_dir(os.environ)])
 
     def _writable(self, sandbox: SandboxPolicy, env: dict[str, str]) -> bool:
         """Every folder the run may write lies inside one the worker's sandbox binds."""
@@ -230,6 +233,9 @@ class WorkerPool:
             if self._proc.poll() is None:
                 self._old.append(self._proc)  # retired: it finishes its runs, then exits on its own
             self._proc = None
+        for p in self._old:
+            if p.poll() is not None:
+                adopt.launcher_done(p.pid)
         self._old = [p for p in self._old if p.poll() is None]
 
     def _spawn(self, key: WorkerKey, env: dict[str, str], sandbox: SandboxPolicy) -> bool:
@@ -255,11 +261,13 @@ class WorkerPool:
             boot_env = {k: v for k, v in env.items() if k not in ("WARPGRAD_RESULT",)}
             boot_env["TMPDIR"] = str(self.scratch)
             warp_cache_dir(boot_env).mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "ab") as log:
+            with open(self.log_path, "ab") as log, adopt.launching() as launchers:
+                adopt.become_subreaper()
                 self._proc = subprocess.Popen(
                     launch, cwd=workspace, env=boot_env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                     pass_fds=(listen.fileno(),), start_new_session=True,
                 )
+                launchers.add(self._proc.pid)  # a launcher of ours, never an escapee (`adopt.sweep`)
         except OSError:
             return False
         finally:

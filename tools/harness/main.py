@@ -120,6 +120,7 @@ class Session:
             "device": str(wp.get_device()) if warp_compat.runtime_initialized() else "uninitialized",
             "wall_s": round(time.monotonic() - self.started, 3),
             "files": self.files(),
+            "files_changed": module_files.changed_during_run(self.workspace),
             "warp_log": self.log.evidence(),
             "compiled_modules": self.log.compiled,
         }

@@ -446,6 +446,8 @@ class HarnessResult(BaseModel):
     device: str | None = None
     wall_s: float | None = None
     files: dict[str, str] = Field(default_factory=dict, description="sha256 of every workspace file the run imported.")
+    files_changed: list[str] = Field(default_factory=list, description="Workspace files whose bytes changed on disk "
+                                     "during the run: `files` holds the bytes that ran, not these.")
     warp_log: list[WarpLogRecord] = Field(default_factory=list, description="Warp's warnings and errors.")
     compiled_modules: list[str] = Field(default_factory=list)
     listener_errors: dict[str, str] = Field(default_factory=dict, description="Listener key -> its first failure.")

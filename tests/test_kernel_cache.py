@@ -1,0 +1,147 @@
+"""A sandboxed run cannot change what anyone loads from a Warp kernel cache afterwards.
+
+The cache holds compiled objects Warp runs unchecked: a run that could write the user's cache would run
+code outside the sandbox at the user's next plain `python train.py`, and forge the numbers of warpgrad's
+later runs. Each run gets its own cache, seeded from the user's read-only (`tools/kernel_cache.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from warpgrad.tools.kernel_cache import code_key, private_root, seed
+from warpgrad.tools.run_script import RunScriptArgs, run_script
+from warpgrad.tools.sandbox import detect_isolation
+
+pytestmark = pytest.mark.warp
+
+# A program of its own (its module hash is new to every cache): doubles an array and prints its sum.
+TRAIN = """\
+import warp as wp
+
+@wp.kernel
+def twice_plus_seven(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 2.0 * x[i] + 7.0
+
+x = wp.array([1.0, 2.0, 3.0], dtype=float, device="cpu")
+y = wp.zeros(3, dtype=float, device="cpu")
+wp.launch(twice_plus_seven, dim=3, inputs=[x], outputs=[y], device="cpu")
+print("sum", float(y.numpy().sum()))
+"""
+EXPECTED = "sum 33.0"
+
+# Overwrites every cached kernel object it can reach (the user's cache by the path it knows, its own
+# cache by WARP_CACHE_PATH) with garbage, and plants a module folder for a hash of its own.
+ATTACK = """\
+import os, sys
+hit = {}
+for root in sys.argv[1:] + [os.environ.get("WARP_CACHE_PATH", "")]:
+    for dirpath, dirs, files in os.walk(root):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            try:
+                with open(p, "wb") as out:
+                    out.write(b"\\x7fELF planted")
+                hit[p] = "written"
+            except OSError as e:
+                hit[p] = e.strerror
+            try:
+                os.unlink(p)
+                os.symlink("/tmp/planted.o", p)
+                hit[p] += "+relinked"
+            except OSError:
+                pass
+    try:
+        os.makedirs(os.path.join(root, "1.19.0", "wp___main___deadbee"), exist_ok=True)
+        open(os.path.join(root, "1.19.0", "wp___main___deadbee", "x.o"), "wb").write(b"planted")
+    except OSError:
+        pass
+print(sorted(set(hit.values())))
+"""
+
+
+def _need_bwrap() -> None:
+    info = detect_isolation("auto")
+    if info.isolation != "bwrap":
+        if os.environ.get("CI"):
+            pytest.fail("bwrap must be usable in CI: " + info.reason)
+        pytest.skip("bwrap unusable here: " + info.reason)
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _plain_run(ws: Path, cache: Path) -> str:
+    """`python train.py` outside warpgrad, with the user's cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARPGRAD")} | {"WARP_CACHE_PATH": str(cache)}
+    out = subprocess.run([sys.executable, "train.py"], check=False, cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_a_run_that_overwrites_cached_kernels_changes_nothing_a_later_run_loads(tmp_path, monkeypatch):
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
+    ws.mkdir()
+    (ws / "train.py").write_text(TRAIN, encoding="utf-8")
+    (ws / "attack.py").write_text(ATTACK, encoding="utf-8")
+    assert EXPECTED in _plain_run(ws, cache)  # the user's cache now holds the compiled kernel
+    before = _tree(cache)
+    assert any(name.endswith(".o") for name in before)
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    monkeypatch.setenv("WARPGRAD_KERNEL_CACHE", str(private))
+
+    first = run_script(RunScriptArgs(script="train.py", record=False), ws)
+    assert first.ok and EXPECTED in first.stdout_tail, first.error
+    train_key = code_key(ws, [("train.py", [])])
+    ours = _tree(private / train_key)
+    attack = run_script(RunScriptArgs(script="attack.py", args=[str(cache), str(private)], record=False), ws)
+    assert attack.ok, attack.error
+
+    assert _tree(cache) == before  # not one byte of the user's cache changed, nothing planted
+    assert _tree(private / train_key) == ours  # nor of the cache runs of train.py load
+    assert EXPECTED in _plain_run(ws, cache)
+    later = run_script(RunScriptArgs(script="train.py", record=False), ws)
+    assert later.ok and EXPECTED in later.stdout_tail, later.error
+
+
+def test_the_private_cache_is_per_version_of_the_code_and_seeded_with_links_in_folders_of_its_own(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "train.py").write_text("import lib\n", encoding="utf-8")
+    (ws / "lib.py").write_text("X = 1\n", encoding="utf-8")
+    key = code_key(ws, [(str(ws / "train.py"), [])])
+    assert key == code_key(ws, [("train.py", [])])  # the same code, however the script is named
+    assert code_key(ws, [("train.py", ["--fast"])]) != key
+    assert code_key(ws, [("lib.py", [])]) != key
+    (ws / "lib.py").write_text("X = 2\n", encoding="utf-8")  # a patch: a cache of its own
+    assert code_key(ws, [("train.py", [])]) != key
+    assert private_root({"WARPGRAD_KERNEL_CACHE": str(tmp_path / "p")}) == tmp_path / "p"
+    assert private_root({"HOME": "/home/u"}) == Path("/home/u/.cache/warpgrad/kernels")
+
+    user = tmp_path / "user"
+    mod = user / "1.19.0" / "wp___main___abc1234"
+    mod.mkdir(parents=True)
+    (mod / "wp___main___abc1234.cpu1.o").write_bytes(b"obj")
+    (mod / "wp___main___abc1234.meta").write_text("{}", encoding="utf-8")
+    (user / "1.19.0" / "wp___main___abc1234_p12_t34").mkdir()  # half-built by a process that died
+    (user / "1.19.0" / "wp_linked").symlink_to(mod)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    seed(cache, user)
+    seed(cache, user)  # again: what is there stays
+    seeded = cache / "1.19.0" / "wp___main___abc1234"
+    assert sorted(p.name for p in (cache / "1.19.0").iterdir()) == ["wp___main___abc1234"]
+    assert seeded.is_dir() and not seeded.is_symlink()
+    assert all(p.is_symlink() and p.resolve().parent == mod for p in seeded.iterdir())
+    assert (seeded / "wp___main___abc1234.cpu1.o").read_bytes() == b"obj"

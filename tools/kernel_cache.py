@@ -1,0 +1,129 @@
+"""The Warp kernel cache a sandboxed run writes: warpgrad's own, one per version of the code, seeded read-only
+from the user's.
+
+Warp loads a compiled kernel object from its cache (`<WARP_CACHE_PATH>/<version>/wp_<module>_<hash>/`) and
+runs it unchecked. A cache user code can write is code execution wherever it is loaded next: the user's
+own `python train.py` outside warpgrad, or a later warpgrad run that checks the patched code and would
+report the numbers a planted object computes. So:
+
+- A run never writes the user's cache (under bwrap it lies on the read-only root, and is bound read-only
+  over any writable bind it lies in). Nothing compiled inside the sandbox is loaded outside it.
+- A run writes warpgrad's private cache for *its code*: `<root>/<key>/`, where the key hashes every `.py`
+  file of the workspace and the script and arguments the run starts. A run loads only what runs of the
+  same code compiled: code that plants an object poisons only its own later runs, which run the same
+  planting code anyway. Any change to the workspace's Python (a patch) gets a fresh cache, so a check of
+  patched code never loads what an earlier version compiled. A workspace too large to hash quickly
+  (`MAX_FILES`, `MAX_BYTES`) gets a cache per run instead (in the run's temp dir; no sharing at all).
+- Every cache is seeded with the user's compiled modules as links, file by file, into folders of its own:
+  a module the user already compiled loads at once; one Warp must compile lands beside the links.
+
+The root is `WARPGRAD_KERNEL_CACHE`, else `warpgrad/kernels` under the user's cache dir; it keeps the
+`KEEP` most recently used caches. Without bwrap (the fallback) none of this holds against a hostile
+script: it can write the user's cache and every private one directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+ROOT_ENV = "WARPGRAD_KERNEL_CACHE"
+RUN_CACHE_DIR = "warp-kernels"
+MAX_FILES = 5000
+MAX_BYTES = 64 * 2**20
+KEEP = 32
+_BUILDING = re.compile(r"_p\d+_t\d+$")  # Warp's half-built folders: `<module>_p<pid>_t<thread>`
+_SKIP_DIRS = frozenset({"__pycache__", "site-packages", "dist-packages", "node_modules", "venv", ".venv"})
+
+
+def private_root(env: Mapping[str, str]) -> Path:
+    """Where warpgrad keeps its kernel caches (outside every workspace)."""
+    if env.get(ROOT_ENV):
+        return Path(env[ROOT_ENV]).expanduser()
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(base).expanduser() / "warpgrad" / "kernels"
+
+
+def code_key(workspace: Path, starts: Iterable[tuple[str | None, list[str]]]) -> str | None:
+    """sha256 of the workspace's `.py` files (path and content) and of the (script, args) the run starts; None
+    when the workspace holds more Python than MAX_FILES / MAX_BYTES (then nothing is shared)."""
+    h = hashlib.sha256()
+    files, size = 0, 0
+    for dirpath, dirs, names in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        for name in sorted(n for n in names if n.endswith(".py")):
+            p = Path(dirpath) / name
+            if p.is_symlink() or not p.is_file():
+                continue
+            data = p.read_bytes()
+            files, size = files + 1, size + len(data)
+            if files > MAX_FILES or size > MAX_BYTES:
+                return None
+            h.update(f"{p.relative_to(workspace).as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+    for script, args in sorted((_relative(workspace, s), list(a)) for s, a in starts):
+        h.update(f"\0start\0{script}\0{args!r}".encode())
+    return h.hexdigest()[:32]
+
+
+def _relative(workspace: Path, script: str | None) -> str:
+    """The script as the workspace names it: the same code in another folder has the same key."""
+    if not script:
+        return ""
+    p = Path(script)
+    return p.relative_to(workspace).as_posix() if p.is_absolute() and p.is_relative_to(workspace) else script
+
+
+def seed(cache: Path, user_cache: Path) -> None:
+    """Link every compiled module of `user_cache` that `cache` lacks, file by file, into folders of `cache`'s
+    own. Only real folders and files are linked (a link in the user's cache is skipped)."""
+    if not user_cache.is_dir():
+        return
+    for version in os.scandir(user_cache):
+        if not version.is_dir(follow_symlinks=False):
+            continue
+        for module in os.scandir(version.path):
+            if not module.name.startswith("wp_") or _BUILDING.search(module.name) \
+                    or not module.is_dir(follow_symlinks=False):
+                continue
+            dest = cache / version.name / module.name
+            try:
+                dest.mkdir(parents=True)
+            except FileExistsError:
+                continue  # seeded before, or compiled by a run of this code
+            for f in os.scandir(module.path):
+                if f.is_file(follow_symlinks=False):
+                    with contextlib.suppress(FileExistsError):
+                        os.symlink(f.path, dest / f.name)
+
+
+def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], user_cache: Path, run_tmp: Path,
+              env: Mapping[str, str]) -> Path:
+    """The kernel cache a run writes (its `WARP_CACHE_PATH`): the private one of its code, seeded from
+    `user_cache`; a folder of `run_tmp` when the code is too large to key."""
+    key = code_key(Path(workspace), starts)
+    if key is None:
+        cache = Path(run_tmp) / RUN_CACHE_DIR
+    else:
+        root = private_root(env)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cache = root / key
+    cache.mkdir(mode=0o700, exist_ok=True)
+    os.utime(cache)  # most recently used: kept by `prune`
+    seed(cache, user_cache)
+    if key is not None:
+        prune(cache.parent, keep=KEEP)
+    return cache
+
+
+def prune(root: Path, keep: int) -> None:
+    """Remove all but the `keep` most recently used caches under `root`."""
+    caches = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink()),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in caches[keep:]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -312,3 +312,21 @@ def test_a_refusal_names_the_rule_what_is_missing_and_the_call_that_supplies_it(
         finish(FinishArgs(outcome="gradients_correct", summary="claiming the gradients were right all along"), ws)
     msg = str(e.value)
     assert "[G008 fix-evidence-chain]" in msg and "undo" in msg
+
+
+# -- one outcome with both parts: a gradient bug fixed and a second cause named ----------------------------
+
+
+def test_a_fix_plus_a_named_learning_rate_cause_needs_the_variant_run_and_reports_both_parts(ws):
+    _fail_then_patch_then_pass(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0", after_objective=12.5)
+    args = FinishArgs(outcome="fixed", also="learning_rate_too_high", summary="the drag branch's adjoint was wrong, "
+                      "and LR 0.2 overshoots once the gradient is right")
+    with pytest.raises(ToolError, match=r"(?s)finish\(fixed \+ learning_rate_too_high\) refused.*\[G013 "):
+        finish(args, ws)
+    Ledger(ws).append("run", _run(ws, [12.5, 9.0, 7.0], args=["--lr", "0.05"]))  # does not beat the rerun's 0.1
+    with pytest.raises(ToolError, match="does not improve"):
+        finish(args, ws)
+    Ledger(ws).append("run", _run(ws, [12.5, 0.2, 0.01], args=["--lr", "0.05"]))
+    res = finish(args, ws)
+    assert {"failing_check", "passing_check", "run_after", "baseline_run", "variant_run"} <= set(res.evidence)
+    assert "**Outcome: fixed + learning_rate_too_high**" in res.report_markdown

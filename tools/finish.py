@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .gate import Outcome, check_finish, gather_plan
+from .gate import OtherCause, Outcome, check_finish, gather_plan
 from .ledger import Ledger
 from .records import Comparison, FinishPayload
 from .registry import ToolError, tool
@@ -43,6 +43,10 @@ class FinishArgs(BaseModel):
                     "not_a_gradient_bug (gradients correct and the cause shown elsewhere, e.g. a smaller "
                     "learning rate converges); blocked (the program cannot run; the failed run is recorded); "
                     "diagnosis_only (the user only asked whether gradients can be trusted).")
+    also: OtherCause | None = Field(None, description="With fixed: a second cause besides the gradient bug (the "
+                                    "learning rate was too high too, the objective is ill-posed, the dynamics are "
+                                    "chaotic). It needs its own evidence: a run after the patch with that cause changed "
+                                    "(e.g. a smaller --lr) that improves on the workflow's rerun.")
     summary: str = Field(min_length=10,
                          description="The root cause and fix in your own words; the report marks it as yours.")
 
@@ -74,17 +78,18 @@ def finish(args: FinishArgs, workspace: Path) -> FinishResult:
     program and a workflow run. Each missing piece names the gate rule and the call that supplies it. On
     success the report's Markdown is returned.
     """
-    gate = check_finish(workspace, args.outcome)
+    gate = check_finish(workspace, args.outcome, args.also)
     gathered: list[str] = []
     if not gate.accepted and args.outcome in ("fixed", "objective_changed"):
         gathered = _gather(workspace)
         if gathered:
-            gate = check_finish(workspace, args.outcome)
+            gate = check_finish(workspace, args.outcome, args.also)
     if not gate.accepted:
+        what = args.outcome + (f" + {args.also}" if args.also else "")
         ran = f" (finish ran {' and '.join(gathered)} itself first)" if gathered else ""
-        raise ToolError(f"finish({args.outcome}) refused: the ledger does not prove it yet{ran}. Missing:\n"
+        raise ToolError(f"finish({what}) refused: the ledger does not prove it yet{ran}. Missing:\n"
                         + "\n".join(f"- {m}" for m in gate.missing))
-    record = FinishPayload(outcome=args.outcome, summary=args.summary, evidence=gate.evidence,
+    record = FinishPayload(outcome=args.outcome, also=args.also, summary=args.summary, evidence=gate.evidence,
                            comparison=gate.comparison, signed=gate.signed, objective_shift=gate.objective_shift,
                            hyperparameter_changes=gate.hyperparameter_changes, gathered=gathered)
     rec = Ledger(workspace).append("finish", record, tool="finish")

@@ -46,6 +46,7 @@ Outcome = Literal["fixed", "objective_changed", "gradients_correct", "not_a_grad
 OUTCOMES: tuple[str, ...] = ("fixed", "objective_changed", "gradients_correct", "not_a_gradient_bug", "blocked",
                              "diagnosis_only")
 CORRECT_CLAIMS = ("fixed", "objective_changed", "gradients_correct", "not_a_gradient_bug")
+OtherCause = Literal["learning_rate_too_high", "ill_posed_objective", "chaos"]
 MIN_DIRECTIONS = 3  # resolved agreeing directions per checked iteration (G006)
 # A gradient fix leaves the forward as it was; float32 sums reordered by a fix move it by ~1e-7 relative per
 # term, far below this. A horizon cut or a removed code path moves it by orders of magnitude more.
@@ -141,6 +142,14 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          satisfied_by="The failing check before the patch and the passing one after it both checked iteration 0 of "
                       "the workflow and report the same objective there; otherwise declare the change: "
                       "finish(outcome='objective_changed', summary=why)."),
+    Rule(id="G013", name="second-cause-evidence",
+         summary="A fix that names a second cause besides the gradient bug (learning rate too high, an ill-posed "
+                 "objective, chaos) needs that cause's own evidence.",
+         why="A partial fix plus a learning-rate change was accepted as a gradient fix, the improvement coming "
+             "from the learning rate; one outcome must say both parts and show each.",
+         satisfied_by="The fix chain for the gradient bug, and after the last patch a run with the cause changed "
+                      "(its arguments differ from the workflow's, e.g. a smaller --lr) that improves on the "
+                      "workflow's own rerun after the patch."),
 )}
 
 
@@ -808,6 +817,28 @@ def _diagnosis_only(ev: Evidence) -> _Out:
     return _Out(missing=["a full-horizon FD check (gradcheck with ok=true over the user's objective and horizon)"])
 
 
+def _second_cause(ev: Evidence, also: str) -> _Out:
+    """G013: after the last patch, a variant run with the cause changed improves on the workflow's rerun."""
+    patches = [r.seq for r in ev.records if r.kind == "patch"]
+    last = patches[-1] if patches else -1
+    after = [(r, v) for r, v in ev.runs if r.seq > last and not v.failed() and ev.current(r)]
+    bases = [r for r, v in after if not v.changed and not ev.run_departures(r, v)]
+    variants = [r for r, v in after if v.changed or (ev.workflow is not None and v.args != ev.workflow.args)]
+    why = "no run with the cause changed after the last patch"
+    for variant in reversed(variants):
+        for base in reversed(bases):
+            ok, reason, _ = objective_improves(base, variant)
+            if ok:
+                return _Out(evidence={"baseline_run": base.seq, "variant_run": variant.seq})
+            why = reason
+    if not bases:
+        why = "no rerun of the workflow after the last patch to compare a variant with (finish makes it)"
+    return _Out(missing=[tagged("G013", (
+        f"evidence for the second cause ({also}): a run after the last patch with that cause changed (run_script "
+        f"with the workflow's script and the changed argument, e.g. a smaller learning rate) that improves on the "
+        f"workflow's own rerun after the patch; {why}"))])
+
+
 def _objective_changed(ev: Evidence) -> _Out:
     """fixed's evidence chain with the objective's change declared instead of proven absent (G012 waived, and
     constants may differ from the workflow's); the report shows both objective values and the changes."""
@@ -884,7 +915,7 @@ def gather_plan(workspace: Path) -> GatherPlan | None:
     return plan if plan.tracker or plan.rerun else None
 
 
-def check_finish(workspace: Path, outcome: str) -> GateResult:
+def check_finish(workspace: Path, outcome: str, also: str | None = None) -> GateResult:
     """Decide whether the ledger of `workspace` proves `outcome`; list what is missing if not.
 
     Every outcome needs an intact, signed ledger (G001). Then:
@@ -905,6 +936,7 @@ def check_finish(workspace: Path, outcome: str) -> GateResult:
     Args:
         workspace: The workspace root.
         outcome: One of `OUTCOMES`.
+        also: A second cause named beside a fix (`OtherCause`), which then needs its own evidence (G013).
 
     Returns:
         The verdict, the missing pieces as actions, the seqs of the records that satisfied it, and for
@@ -926,6 +958,13 @@ def check_finish(workspace: Path, outcome: str) -> GateResult:
             "(forged, or copied from another machine); a person must inspect the ledger and start a fresh one")))
     ev = Evidence(records, Path(workspace))
     out = _OUTCOME_RULES[outcome](ev)
+    if also is not None:
+        if outcome not in ("fixed", "objective_changed"):
+            out.missing.append(f"a second cause ({also}) is named only beside a fix: finish with outcome 'fixed'")
+        else:
+            second = _second_cause(ev, also)
+            out.missing += second.missing
+            out.evidence.update(second.evidence)
     missing += out.missing
     return GateResult(outcome=outcome, accepted=not missing, missing=missing, evidence=out.evidence,
                       comparison=out.comparison, signed=check.signed, objective_shift=out.shift,

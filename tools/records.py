@@ -254,6 +254,7 @@ class FinishPayload(Payload):
     """The accepted outcome of a session (`finish`)."""
 
     outcome: str | None = None
+    also: str | None = Field(None, description="A second cause named beside a fix, with its own evidence.")
     summary: str | None = None
     evidence: dict[str, int] = Field(default_factory=dict)
     comparison: Comparison | None = None

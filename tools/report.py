@@ -167,7 +167,7 @@ def build_report(workspace: Path) -> Report:
     roles: dict[int, str] = {}
     if finish is not None:
         fv = finish.event.payload if isinstance(finish.event, FinishEvent) else FinishPayload()
-        rep.outcome = fv.outcome
+        rep.outcome = f"{fv.outcome} + {fv.also}" if fv.outcome and fv.also else fv.outcome  # both parts, one outcome
         rep.finish_seq = finish.seq
         rep.root_cause = fv.summary
         rep.comparison = fv.comparison
@@ -339,7 +339,7 @@ def _workflow_lines(rep: Report) -> list[str]:
         state = {True: "MOVED", False: "unchanged", None: "not measured on both sides"}[sh.moved]
         out.append(f"- objective at iteration 0 before -> after the patch (records {sh.before_seq} -> "
                    f"{sh.after_seq}): {_num(sh.before)} -> {_num(sh.after)} ({state})")
-    if rep.outcome == "objective_changed":
+    if (rep.outcome or "").startswith("objective_changed"):
         out.append("- **the agent declared that the patch changed the objective**; its reason is the root cause "
                    "above: the run before and the run after measure different objectives")
     if rep.hyperparameter_changes:

@@ -330,3 +330,12 @@ def test_a_fix_plus_a_named_learning_rate_cause_needs_the_variant_run_and_report
     res = finish(args, ws)
     assert {"failing_check", "passing_check", "run_after", "baseline_run", "variant_run"} <= set(res.evidence)
     assert "**Outcome: fixed + learning_rate_too_high**" in res.report_markdown
+
+
+def test_the_readme_gate_section_lists_every_rule_the_gate_has():
+    from warpgrad.tools.gate import RULES
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    for rid, rule in RULES.items():
+        assert f"| {rid} {rule.name} |" in readme, rid
+    assert 'finish(outcome="fixed", summary=' in readme

@@ -438,4 +438,4 @@ def test_warpgrad_run_takes_the_metric_and_refuses_a_bad_direction(metric_ws):
     bad = subprocess.run([*base, "--metric", "x_T", "--metric-direction", "sideways"], capture_output=True,
                          text=True, timeout=300, check=False, cwd=metric_ws)
     assert bad.returncode == 2 and "metric_direction" in (bad.stdout + bad.stderr)
-    assert len(Ledger(metric_ws).records()) == 1  # the refused call ran nothing and recorded nothing
+    assert [r.kind for r in Ledger(metric_ws).records()] == ["run", "workflow"]  # the refused call recorded nothing

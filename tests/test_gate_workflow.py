@@ -339,3 +339,14 @@ def test_the_readme_gate_section_lists_every_rule_the_gate_has():
     for rid, rule in RULES.items():
         assert f"| {rid} {rule.name} |" in readme, rid
     assert 'finish(outcome="fixed", summary=' in readme
+
+
+def test_finish_gathers_nothing_before_the_model_has_checked_the_patched_program(ws):
+    _first_run(ws)
+    Ledger(ws).append("gradcheck", _check(ws, False))
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    assert gather_plan(ws) is None
+    n = len(Ledger(ws).records())
+    with pytest.raises(ToolError, match=r"\[G008 fix-evidence-chain\] a passing FD check after the patch"):
+        finish(FinishArgs(outcome="fixed", summary="fixed the drag branch's adjoint"), ws)
+    assert len(Ledger(ws).records()) == n  # no tracker, no rerun: nothing ran

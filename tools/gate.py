@@ -901,13 +901,16 @@ class GatherPlan(BaseModel):
 
 
 def gather_plan(workspace: Path) -> GatherPlan | None:
-    """The runs finish should make before judging `fixed` (None: no workflow or no patch, nothing to gather)."""
+    """The runs finish should make before judging `fixed` (None: no workflow, no patch, or no passing check of
+    the patched files yet, which only the model can supply)."""
     records, _ = Ledger(workspace).read()
     ev = Evidence(records, Path(workspace))
     patches = [r for r in ev.records if r.kind == "patch" and _patched_paths(r)]
     if ev.workflow is None or not ev.workflow.script or not patches:
         return None
     last = patches[-1].seq
+    if not any(c.v.passed is True and c.seq > last and ev.current(c.rec) for c in ev.checks):
+        return None  # the model has not checked the patched program yet: running the rest would prove nothing
     trackers = [r for r in ev.records if isinstance(r.event, TrackerEvent) and r.seq > last and ev.current(r)]
     reruns = [r for r, v in ev.runs if r.seq > last and not v.changed and not v.failed() and v.cut_short_at is None
               and ev.current(r) and not ev.run_departures(r, v)]

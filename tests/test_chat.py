@@ -374,12 +374,12 @@ def test_a_scripted_session_on_a_broken_program_is_refused_early_then_fixes_it_a
     (tmp_path / "train.py").write_text(BROKEN_TRAINING, encoding="utf-8")
     client = ScriptedClient(
         tool_use("run_script", script="train.py"),
-        tool_use("gradcheck", script="train.py", directions=1),
+        tool_use("gradcheck", script="train.py"),  # 3 directions per iteration: the gate needs them (G006)
         tool_use("finish", outcome="fixed", summary="Claiming the fix before making it."),
         tool_use(
             "edit_file", path="train.py", old_text="requires_grad=(s != STEPS)", new_text="requires_grad=True"
         ),
-        tool_use("gradcheck", script="train.py", directions=1),
+        tool_use("gradcheck", script="train.py"),  # 3 directions per iteration: the gate needs them (G006)
         tool_use("instrument", script="train.py"),
         tool_use("run_script", script="train.py"),
         tool_use("finish", outcome="fixed", summary="The final state buffer lacked requires_grad=True."),

@@ -106,7 +106,8 @@ def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):
         json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()
     ]
     # Verified gradients and no overwrite finding: the tracker has nothing to confirm and does not run.
-    assert kinds == ["run", "gradcheck", "diagnose"]
+    # The plain run fixes the workflow (issue 23): the gate then judges every check against it.
+    assert kinds == ["run", "workflow", "gradcheck", "diagnose"]
     assert r.tracker is None and "tracker" not in r.timings and r.run_cut_short_at is None
 
 
@@ -135,8 +136,11 @@ def test_the_plain_run_stops_once_its_trend_is_read_unless_the_whole_run_is_aske
     assert cut.run.loss_points[-1].iteration == cut.run_cut_short_at
     assert full.run_cut_short_at is None and full.run.loss_points[-1].iteration == 59
     assert cut.trajectory["trend"] == full.trajectory["trend"] == "improving"
-    kinds = [json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()]
-    assert kinds == ["gradcheck", "diagnose"]  # a cut-short run is not recorded as the workflow's run
+    lines = [json.loads(ln) for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()]
+    # The cut-short run is recorded with where it stopped: the gate compares a rerun with it only there, and it
+    # fixes the workflow (issue 23).
+    assert [ln["kind"] for ln in lines] == ["run", "workflow", "gradcheck", "diagnose"]
+    assert lines[0]["payload"]["cut_short_at"] == cut.run_cut_short_at
 
 
 def test_the_trend_counts_as_read_when_its_label_holds():

@@ -155,6 +155,9 @@ def check_payload(
         "device": "cpu",
         "warp_version": "1.19.0",
     }
+    # Each checked iteration as gradcheck records it: a pass agrees in its 3 default directions.
+    p["per_iteration"] = [{"iteration": i, "passed": passed, "objective_value": objective_value,
+                           "agreeing_directions": 3 if passed else 0} for i in p["iterations"]]
     if full_horizon is not None:
         p["full_horizon"] = full_horizon
     return p
@@ -329,12 +332,12 @@ def test_the_real_tools_run_fail_patch_pass_tracker_rerun_and_finish_fixed(tmp_p
     (tmp_path / "sim.py").write_text(SIM, encoding="utf-8")
     before = tools["run_script"].call({"script": "sim.py"}, tmp_path)
     assert before.ok and before.final_loss == 8.0
-    failing = tools["gradcheck"].call({"script": "sim.py", "directions": 1}, tmp_path)
+    failing = tools["gradcheck"].call({"script": "sim.py"}, tmp_path)
     assert failing.ok and failing.passed is False and failing.signature == "zero"
     the_fix(tmp_path)
     refused = check_finish(tmp_path, "fixed")
     assert not refused.accepted and any("passing FD check" in m for m in refused.missing)
-    passing = tools["gradcheck"].call({"script": "sim.py", "directions": 1}, tmp_path)
+    passing = tools["gradcheck"].call({"script": "sim.py"}, tmp_path)
     assert passing.passed is True and passing.harness_id == failing.harness_id
     assert tools["instrument"].call({"script": "sim.py"}, tmp_path).clean
     after = tools["run_script"].call({"script": "sim.py"}, tmp_path)
@@ -539,7 +542,10 @@ def test_an_edited_ledger_refuses_every_outcome(ws):
 
 
 def test_the_finish_tool_refuses_with_the_missing_pieces_and_records_an_accepted_finish(ws):
+    # a tracker run after the patch that reported an overwrite: evidence against the outcome, which finish
+    # does not paper over by running the tracker again
     build_fixed_chain(ws, skip={"tracker"})
+    Ledger(ws).append("tracker", tracker_payload(ws, ["overwrite of xs[1] in step"]))
     with pytest.raises(ToolError, match=r"(?s)finish\(fixed\) refused.*- \[G009 clean-tracker\] a clean overwrite-tracker run"):
         finish(FinishArgs(outcome="fixed", summary="y lacked requires_grad on the taped path"), ws)
     assert all(r.kind != "finish" for r in Ledger(ws).records())
@@ -581,7 +587,8 @@ def test_gradients_correct_is_refused_when_the_same_harness_also_failed_on_the_s
 
 def test_not_a_gradient_bug_needs_a_variant_run_that_improves_on_the_baseline(ws):
     led = Ledger(ws)
-    led.append("gradcheck", check_payload(ws, True, max_rel=1e-5))
+    # the check of the workflow (its arguments), then the workflow's run
+    led.append("gradcheck", {**check_payload(ws, True, max_rel=1e-5), "harness": {"args": ["--lr", "1.0"]}})
     led.append("run", run_payload(ws, [4.0, 6.0, 9.0], args=["--lr", "1.0"]))
     _refused(ws, "not_a_gradient_bug", "a workflow run with the suspected non-gradient cause changed")
     led.append(
@@ -664,7 +671,7 @@ def test_the_gate_command_without_an_outcome_needs_a_finish_that_still_holds(ws)
 def test_a_rerun_with_different_arguments_does_not_prove_the_fix(ws):
     build_fixed_chain(ws, skip={"rerun"})
     Ledger(ws).append("run", run_payload(ws, [8.0, 0.5], args=["--lr", "0.001"]))
-    _refused(ws, "fixed", "same script and arguments")
+    _refused(ws, "fixed", "is not a run of the workflow", "['--lr', '0.001']")
 
 
 def test_the_workspace_commands_are_listed_in_the_cli():

@@ -17,6 +17,7 @@ Every stage is also a tool of its own; diagnose only orders them and weighs thei
 from __future__ import annotations
 
 import ast
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE, Signature
 from .tape import InspectTapeResult, describe_inspection, inspect
 from .tracker import InstrumentResult, run_tracker
+from .workflow import fix_workflow
 from .workspace import rel_path, resolve_path
 
 Progress = Callable[[str], None]
@@ -393,6 +395,11 @@ class _Stages:
         if self.ledger:
             self.ledger.append(kind, payload, tool="diagnose")
 
+    def record_run(self, run: RunScriptResult, cut_short_at: int | None) -> None:
+        if self.ledger:
+            payload = run.model_dump(mode="json") | ({"cut_short_at": cut_short_at} if cut_short_at is not None else {})
+            fix_workflow(self.workspace, self.ledger.append("run", payload, tool="diagnose"), dict(os.environ))
+
     # ------------------------------------------------------------------ the stages that run the script
     def plain_run(self) -> RunScriptResult:
         """The script as the user runs it: does it run, and the shape of its loss. Unless `full_run`, it ends
@@ -534,8 +541,9 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         run = run_future.result()
         res.run, res.files = run, run.files
         res.trajectory = summarize(run.loss_points)
-        if res.run_cut_short_at is None:
-            st.record("run", run)  # a cut-short run is not the workflow's run the finish gate compares
+        # A cut-short run is recorded with the point it stopped at: the finish gate compares a rerun with it
+        # there only, and it fixes the workflow (the first run of the script as the user runs it).
+        st.record_run(run, res.run_cut_short_at)
         if not run.ok:
             return st.blocked(run)  # the pool still waits for the FD check, which fails as the script does
         st.rules(run)

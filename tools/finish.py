@@ -6,20 +6,47 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .gate import Outcome, check_finish
+from .gate import OtherCause, Outcome, check_finish, gather_plan
 from .ledger import Ledger
 from .records import Comparison, FinishPayload
 from .registry import ToolError, tool
 from .report import write_report
+from .run_script import RunScriptArgs, run_script
+from .tracker import InstrumentArgs, instrument
+
+
+def _gather(workspace: Path) -> list[str]:
+    """Make the runs the gate can gather itself (the tracker, the workflow's rerun) after the last patch; what
+    ran, in words. Each run is recorded in the ledger by its own tool, like any other call of it."""
+    plan = gather_plan(workspace)
+    if plan is None:
+        return []
+    wf, done = plan.workflow, []
+    if plan.tracker:
+        instrument(InstrumentArgs(script=wf.script, args=wf.args), workspace)
+        done.append(f"the tracker on {wf.script}")
+    if plan.rerun:
+        m = wf.metric
+        run_script(RunScriptArgs(script=wf.script, args=wf.args, metric=m.name if m else None,
+                                 metric_regex=m.regex if m else None, metric_direction=m.direction if m else "lower",
+                                 metric_target=m.target if m else None), workspace)
+        done.append(f"the workflow's rerun ({' '.join([wf.script, *wf.args])})")
+    return done
 
 
 class FinishArgs(BaseModel):
     outcome: Outcome = Field(
-        description="fixed (gradient bug patched and proven by before/after FD checks, tracker and workflow "
-                    "rerun); gradients_correct (full-horizon FD check passes on the unmodified program); "
+        description="fixed (gradient bug patched and proven by before/after FD checks of the workflow, its "
+                    "objective at iteration 0 unchanged, tracker and workflow rerun: finish runs the last two itself); "
+                    "objective_changed (as fixed, but the patch changed the objective on purpose, e.g. a constant: "
+                    "say why in the summary; the report shows both values); gradients_correct (full-horizon FD check passes on the unmodified program); "
                     "not_a_gradient_bug (gradients correct and the cause shown elsewhere, e.g. a smaller "
                     "learning rate converges); blocked (the program cannot run; the failed run is recorded); "
                     "diagnosis_only (the user only asked whether gradients can be trusted).")
+    also: OtherCause | None = Field(None, description="With fixed: a second cause besides the gradient bug (the "
+                                    "learning rate was too high too, the objective is ill-posed, the dynamics are "
+                                    "chaotic). It needs its own evidence: a run after the patch with that cause changed "
+                                    "(e.g. a smaller --lr) that improves on the workflow's rerun.")
     summary: str = Field(min_length=10,
                          description="The root cause and fix in your own words; the report marks it as yours.")
 
@@ -30,6 +57,9 @@ class FinishResult(BaseModel):
     seq: int = Field(description="Ledger record of the finish.")
     evidence: dict[str, int] = Field(description="Role -> ledger record that satisfied the gate.")
     comparison: Comparison | None = Field(None, description="fixed: the workflow objective before -> after.")
+    gathered: list[str] = Field(default_factory=list, description="Runs finish made itself before judging.")
+    hyperparameter_changes: list[str] = Field(default_factory=list, description="Constants and arguments that differ "
+                                              "from the workflow's.")
     report_path: str = Field(description="Workspace-relative path of the rendered Markdown report.")
     report_markdown: str = Field(description="The report itself (read_file cannot open .warpgrad/): show it to the "
                                  "user or quote from it; every number in it comes from the ledger.")
@@ -39,21 +69,32 @@ class FinishResult(BaseModel):
 def finish(args: FinishArgs, workspace: Path) -> FinishResult:
     """End the session with an outcome. Refused, with the missing evidence listed, unless the ledger proves it.
 
-    `fixed` needs: a failing FD check; a patch after it; a passing FD check with the same harness on the
-    files as they are now that imported a patched file; a clean tracker rerun; a workflow rerun whose
-    objective improves (the report states it before -> after). `gradients_correct` needs passing checks of
-    the script's own objective at the first and a later iteration, no failing check on the current files,
-    and a workflow run. Each missing piece names the gate rule it comes from. Do what the refusal lists,
-    then call finish again. On success the report's Markdown is returned.
+    The workflow (script, arguments, module constants) is fixed by the first run or `diagnose`; only checks
+    of it count. `fixed` needs: a failing FD check (diagnose's counts); a patch after it; a passing FD check
+    with the same harness on the files as they are now, agreeing in 3+ directions at iteration 0 and a later
+    one; the objective at iteration 0 unchanged by the patch; a clean tracker run and a workflow rerun that
+    improves on the run before (finish makes these two runs itself when they are missing). So a right fix
+    is: diagnose -> edit -> gradcheck -> finish. `gradients_correct` needs the same checks on the unmodified
+    program and a workflow run. Each missing piece names the gate rule and the call that supplies it. On
+    success the report's Markdown is returned.
     """
-    gate = check_finish(workspace, args.outcome)
+    gate = check_finish(workspace, args.outcome, args.also)
+    gathered: list[str] = []
+    if not gate.accepted and args.outcome in ("fixed", "objective_changed"):
+        gathered = _gather(workspace)
+        if gathered:
+            gate = check_finish(workspace, args.outcome, args.also)
     if not gate.accepted:
-        raise ToolError(f"finish({args.outcome}) refused: the ledger does not prove it yet. Missing:\n"
+        what = args.outcome + (f" + {args.also}" if args.also else "")
+        ran = f" (finish ran {' and '.join(gathered)} itself first)" if gathered else ""
+        raise ToolError(f"finish({what}) refused: the ledger does not prove it yet{ran}. Missing:\n"
                         + "\n".join(f"- {m}" for m in gate.missing))
-    record = FinishPayload(outcome=args.outcome, summary=args.summary, evidence=gate.evidence,
-                           comparison=gate.comparison, signed=gate.signed)
+    record = FinishPayload(outcome=args.outcome, also=args.also, summary=args.summary, evidence=gate.evidence,
+                           comparison=gate.comparison, signed=gate.signed, objective_shift=gate.objective_shift,
+                           hyperparameter_changes=gate.hyperparameter_changes, gathered=gathered)
     rec = Ledger(workspace).append("finish", record, tool="finish")
     md = write_report(workspace)
     return FinishResult(accepted=True, outcome=args.outcome, seq=rec.seq, evidence=gate.evidence,
-                        comparison=gate.comparison, report_path=md.relative_to(Path(workspace)).as_posix(),
+                        comparison=gate.comparison, gathered=gathered,
+                        hyperparameter_changes=gate.hyperparameter_changes, report_path=md.relative_to(Path(workspace)).as_posix(),
                         report_markdown=md.read_text(encoding="utf-8"))

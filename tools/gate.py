@@ -28,6 +28,7 @@ from .records import (
     Comparison,
     GradcheckEvent,
     GradcheckPayload,
+    ObjectiveAtStart,
     ObjectiveKind,
     PatchEvent,
     PatchPayload,
@@ -36,12 +37,20 @@ from .records import (
     ShrinkEvent,
     SymptomGoneEvent,
     TrackerEvent,
+    WorkflowPayload,
 )
+from .workflow import constant_changes, departures, program_constants, the_workflow
 
-Outcome = Literal["fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only"]
-OUTCOMES: tuple[str, ...] = ("fixed", "gradients_correct", "not_a_gradient_bug", "blocked", "diagnosis_only")
-CORRECT_CLAIMS = ("fixed", "gradients_correct", "not_a_gradient_bug")
-PROBE_AGREEMENT_RTOL = 1e-3  # scripts print 4-7 significant digits; the probe's value is a float32 sum
+Outcome = Literal["fixed", "objective_changed", "gradients_correct", "not_a_gradient_bug", "blocked",
+                  "diagnosis_only"]
+OUTCOMES: tuple[str, ...] = ("fixed", "objective_changed", "gradients_correct", "not_a_gradient_bug", "blocked",
+                             "diagnosis_only")
+CORRECT_CLAIMS = ("fixed", "objective_changed", "gradients_correct", "not_a_gradient_bug")
+OtherCause = Literal["learning_rate_too_high", "ill_posed_objective", "chaos"]
+MIN_DIRECTIONS = 3  # resolved agreeing directions per checked iteration (G006)
+# A gradient fix leaves the forward as it was; float32 sums reordered by a fix move it by ~1e-7 relative per
+# term, far below this. A horizon cut or a removed code path moves it by orders of magnitude more.
+OBJECTIVE_RTOL = 1e-4
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -78,22 +87,27 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          why="A check that the per-element array's gradient is right says nothing about the mean the script "
              "optimizes.",
          satisfied_by="A check with objective_kind 'script', or 'probe_declared' that passes G004."),
-    Rule(id="G004", name="declared-probe-agrees",
-         summary="A probe's loss() counts as the objective only when declared so and equal to what the script "
-                 "reports at the same parameters.",
-         why="A probe can difference any quantity it likes; only agreement ties it to the user's objective.",
-         satisfied_by="A workflow run on the same program files whose first reported loss equals the probe's "
-                      f"objective_value within a relative {PROBE_AGREEMENT_RTOL:g}."),
+    Rule(id="G004", name="probe-tied-to-script",
+         summary="A probe's check counts only when its grad() was compared, at the same parameters, with the "
+                 "gradient the script's update applies.",
+         why="A probe whose loss() matched an edited print line counted as the objective while its grad() was "
+             "never compared with what the script's optimizer consumes.",
+         satisfied_by="Nothing yet: warpgrad makes no probe-vs-update comparison, so a probe check is localization "
+                      "evidence; check the workflow itself (gradcheck with the workflow's script and arguments)."),
     Rule(id="G005", name="nonzero-pass",
          summary="A check that found a zero objective, zero AD and zero FD is not a pass.",
          why="All-zero numbers agree trivially: nothing depended on the parameters (a stale or disconnected read).",
          satisfied_by="A check where the objective, AD or FD is nonzero."),
     Rule(id="G006", name="first-and-later-iteration",
-         summary="gradients_correct needs passing checks at the first training iteration and at a later one.",
-         why="A check at iteration 0 alone misses gradients that go stale or accumulate from the second on.",
-         satisfied_by="Passing full-objective checks whose iterations cover 0 and some iteration > 0."),
+         summary=f"gradients_correct and fixed need resolved agreement in at least {MIN_DIRECTIONS} directions at "
+                 "the first training iteration and at a later one, on the workflow.",
+         why="A check at iteration 0 (where a stale or accumulated gradient is invisible) plus one direction at a "
+             "later iteration was accepted for a broken program.",
+         satisfied_by=f"Passing checks of the workflow whose per-iteration results show {MIN_DIRECTIONS}+ agreeing "
+                      "directions at iteration 0 and at some iteration > 0 (gradcheck's default does both)."),
     Rule(id="G007", name="workflow-run",
-         summary="gradients_correct needs a run of the user's workflow on the files as they are now.",
+         summary="gradients_correct needs a completed run of the workflow (its script and arguments) on the files "
+                 "as they are now.",
          why="Without it nothing ties the checked program to what the user runs.",
          satisfied_by="A run_script record that completed and imported the checked program files unchanged."),
     Rule(id="G008", name="fix-evidence-chain",
@@ -110,8 +124,32 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          summary="fixed needs the workflow run before the patch and a rerun after it, both showing the objective "
                  "or the named metric, and the rerun improving on it; the report states before -> after.",
          why="A run whose loss could not be read (nothing parsed) compared nothing.",
-         satisfied_by="run_script of the same script and arguments before and after the patch, with a parsed loss "
-                      "or a `metric`; a driver script counts when it imported the patched files."),
+         satisfied_by="The workflow run before the patch (diagnose's run counts, compared where it was cut short) "
+                      "and a rerun after it, with a parsed loss or a `metric`; finish makes the rerun itself."),
+    Rule(id="G011", name="checks-the-workflow",
+         summary="Only checks of the workflow (its script, arguments and module constants, fixed by the first run "
+                 "or diagnose) satisfy gradients_correct or fixed; anything else is localization evidence.",
+         why="A wrapper that ran the program with T=1, a --small run, or a module constant edited from 60 to 1 "
+             "passed where the program the user runs is broken.",
+         satisfied_by="A check with the workflow's script and arguments on files whose module constants equal the "
+                      "workflow's (finish(outcome='objective_changed', summary=why) when a constant changed on "
+                      "purpose)."),
+    Rule(id="G012", name="objective-invariant",
+         summary="fixed needs the workflow's objective at the initial parameters (iteration 0) unchanged by the "
+                 f"patch, within a relative {OBJECTIVE_RTOL:g}.",
+         why="Cutting the horizon or raising a threshold past the buggy code path makes the gradient match by "
+             "changing what is optimized, not by fixing its gradient.",
+         satisfied_by="The failing check before the patch and the passing one after it both checked iteration 0 of "
+                      "the workflow and report the same objective there; otherwise declare the change: "
+                      "finish(outcome='objective_changed', summary=why)."),
+    Rule(id="G013", name="second-cause-evidence",
+         summary="A fix that names a second cause besides the gradient bug (learning rate too high, an ill-posed "
+                 "objective, chaos) needs that cause's own evidence.",
+         why="A partial fix plus a learning-rate change was accepted as a gradient fix, the improvement coming "
+             "from the learning rate; one outcome must say both parts and show each.",
+         satisfied_by="The fix chain for the gradient bug, and after the last patch a run with the cause changed "
+                      "(its arguments differ from the workflow's, e.g. a smaller --lr) that improves on the "
+                      "workflow's own rerun after the patch."),
 )}
 
 
@@ -162,6 +200,9 @@ def _patch(r: LedgerRecord) -> PatchPayload:
 # ---------------------------------------------------------------------------------------------------
 
 
+ObjectiveShift = ObjectiveAtStart  # the gate's name for the record model
+
+
 class GateResult(BaseModel):
     """Whether the ledger holds the evidence an outcome needs, and what is missing if not."""
 
@@ -173,6 +214,11 @@ class GateResult(BaseModel):
     )
     comparison: Comparison | None = Field(None, description="fixed: the workflow objective before -> after.")
     signed: bool = Field(False, description="Every ledger record carries a valid signature under this machine's key.")
+    objective_shift: ObjectiveShift | None = Field(None, description="fixed/objective_changed: the objective at "
+                                                   "iteration 0 before and after the patch (G012).")
+    hyperparameter_changes: list[str] = Field(default_factory=list, description="Module constants and arguments that "
+                                              "differ from the workflow's, whatever the outcome.")
+    workflow_seq: int | None = Field(None, description="The ledger record that fixed the workflow.")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -211,6 +257,9 @@ class Evidence:
     def __init__(self, records: list[LedgerRecord], workspace: Path) -> None:
         self.records = with_provenance(records)
         self.workspace = workspace
+        found = the_workflow(self.records)
+        self.workflow: WorkflowPayload | None = found[0] if found else None
+        self.workflow_seq: int | None = found[1] if found else None
         self._disk: dict[str, str | None] = {}
         self.runs = [(r, e.payload) for r in self.records if isinstance(e := r.event, RunEvent)]
         self.checks: list[Check] = []
@@ -235,34 +284,27 @@ class Evidence:
         if kind == "partial":
             what = f"the named variable {v.harness.objective!r}" if v.harness.objective else "a partial objective"
             return kind, f"it differenced {what}, not the objective the script reports"
-        if kind == "probe":
-            return kind, "its probe's loss() is not declared to be the script's objective (declared_objective)"
-        if kind != "probe_declared":
-            return kind, ""
-        agrees, why = self._probe_agrees(r, v)
-        return ("probe_declared", "") if agrees else ("probe", why)
+        if kind in ("probe", "probe_declared"):
+            # G004: agreement of loss() with a printed line ties nothing to the gradient the update applies.
+            return "probe", (f"it checked the probe {v.probe or '?'}, whose grad() was never compared with the gradient "
+                             "the script's update applies at the same parameters")
+        return kind, ""
 
-    def _probe_agrees(self, r: LedgerRecord, v: GradcheckPayload) -> tuple[bool, str]:
-        """G004: the probe's base objective equals the first loss a workflow run on the same files reported."""
-        if v.objective_value is None or not math.isfinite(v.objective_value):
-            return False, "its probe reported no finite objective value to compare with the script's"
-        program = {p: h for p, h in r.files.items() if p != v.probe}
-        best = ""
-        for run, rv in reversed(self.runs):
-            shared = set(program) & set(run.files)
-            if not shared or any(run.files[p] != program[p] for p in shared):
-                continue
-            traj = [x for x in rv.trajectory() if math.isfinite(x)]
-            first = rv.trajectory()[0] if rv.trajectory() else None
-            if first is None or not traj:
-                best = f"the workflow run (record {run.seq}) on the same files reported no loss to compare with"
-                continue
-            if math.isclose(first, v.objective_value, rel_tol=PROBE_AGREEMENT_RTOL, abs_tol=1e-12):
-                return True, ""
-            best = (f"its loss() at the script's parameters, {v.objective_value!r}, differs from the first loss the "
-                    f"script reported, {first!r} (record {run.seq})")
-        return False, best or ("no workflow run on the same program files shows the script's own loss to compare "
-                               "the declared probe with: run_script the workflow")
+    def departures(self, c: Check, *, constants: bool = True) -> list[str]:
+        """G011: how a check departs from the workflow (empty: it checked the workflow). Constants are read from
+        the files on disk, so they are compared only for a check on the files as they are now."""
+        if self.workflow is None:
+            return []  # nothing to depart from: G007/G010 ask for the run that fixes the workflow
+        program = [p for p in c.files if p != c.v.probe]
+        consts = program_constants(self.workspace, program) if constants and self.current(c.rec) else None
+        return departures(self.workflow, c.v.script, c.v.harness.args, consts)
+
+    def run_departures(self, r: LedgerRecord, v: RunPayload) -> list[str]:
+        """How a run departs from the workflow (script and arguments; constants when it is current)."""
+        if self.workflow is None:
+            return []
+        consts = program_constants(self.workspace, r.files) if self.current(r) else None
+        return departures(self.workflow, v.script, v.args, consts)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -358,8 +400,13 @@ def objective_improves(before: LedgerRecord, after: LedgerRecord) -> tuple[bool,
         return False, (f"the run before the patch (record {before.seq}) shows {what}, so there is nothing to compare "
                        "the rerun with: name the quantity the script prints (run_script metric=...) or run the "
                        "unpatched workflow again (undo, run, redo)"), None
+    where = ""
+    if bv.cut_short_at is not None and len(q_after.values) > len(q_before.values):
+        # The run before was stopped once its trend was read (diagnose): compare at the same printed point.
+        q_after = q_after.model_copy(update={"values": q_after.values[:len(q_before.values)]})
+        where = f" at printed point {len(q_before.values)} (where the run before was cut short)"
     a, b = q_after.values[-1], q_before.values[-1]
-    cmp = Comparison(quantity=q_after.label, before_seq=before.seq, after_seq=after.seq, before=b, after=a,
+    cmp = Comparison(quantity=q_after.label + where, before_seq=before.seq, after_seq=after.seq, before=b, after=a,
                      verdict="")
     if not math.isfinite(a):
         return False, f"the rerun (record {after.seq}) still ends at a non-finite objective ({q_after.label})", None
@@ -405,12 +452,79 @@ def _current_failures(ev: Evidence, *, after_seq: int = -1) -> list[str]:
     return out
 
 
-def _not_a_pass_reason(c: Check) -> str:
+def _not_a_pass(ev: Evidence, c: Check, *, constants: bool = True) -> tuple[str, str] | None:
+    """(rule, why) when a passing check is no pass of the workflow's objective; None when it is one.
+    `constants=False` (objective_changed: the model declared a changed constant) compares script and args only."""
+    if c.kind == "probe":
+        return "G004", f"localization evidence ({c.kind_why})"
     if not c.full_objective():
-        return f"partial evidence ({c.kind_why})"
+        return "G003", f"partial evidence ({c.kind_why})"
+    away = ev.departures(c, constants=constants)
+    if away:
+        return "G011", "localization evidence, not a check of the workflow: " + "; ".join(away)
     if all_zero(c.v):
-        return "it found a zero objective, zero AD and zero FD (nothing was measured)"
-    return ""
+        return "G005", "it found a zero objective, zero AD and zero FD (nothing was measured)"
+    return None
+
+
+def _strength(c: Check) -> dict[int, int]:
+    """Iteration -> resolved agreeing directions, for the iterations the check passed (G006). Records from
+    before `per_iteration` show only their lead iteration's directions."""
+    if c.v.per_iteration:
+        return {p.iteration: p.agreeing_directions for p in c.v.per_iteration if p.passed is True}
+    if c.v.passed is True and c.v.directions:
+        return {c.v.iteration if c.v.iteration is not None else 0: sum(d.agrees() for d in c.v.directions)}
+    return {}
+
+
+def _strength_missing(checks: list[Check], call: str) -> list[str]:
+    """G006: resolved agreement in MIN_DIRECTIONS directions at iteration 0 and at a later iteration."""
+    best: dict[int, int] = {}
+    for c in checks:
+        for it, n in _strength(c).items():
+            best[it] = max(best.get(it, 0), n)
+    first = best.get(0, 0)
+    later = max((n for it, n in best.items() if it > 0), default=0)
+    if first >= MIN_DIRECTIONS and later >= MIN_DIRECTIONS:
+        return []
+    shown = ", ".join(f"iteration {it}: {n}" for it, n in sorted(best.items())) or "no passing iteration with directions"
+    return [tagged("G006", (
+        f"resolved agreement in {MIN_DIRECTIONS}+ directions at iteration 0 and at a later iteration of the "
+        f"workflow: the passing checks show {shown} agreeing direction(s); call {call}"))]
+
+
+def _objective_at_start(c: Check) -> float | None:
+    """The objective the check measured at iteration 0 (the script's initial parameters), if it checked it."""
+    for p in c.v.per_iteration:
+        if p.iteration == 0:
+            return p.objective_value
+    if not c.v.per_iteration and c.v.iteration == 0:
+        return c.v.objective_value
+    return None
+
+
+def objective_shift(f: Check, a: Check) -> ObjectiveShift:
+    b, v = _objective_at_start(f), _objective_at_start(a)
+    moved = None
+    if b is not None and v is not None and math.isfinite(b) and math.isfinite(v):
+        moved = not math.isclose(b, v, rel_tol=OBJECTIVE_RTOL, abs_tol=1e-30)
+    return ObjectiveAtStart(before_seq=f.seq, after_seq=a.seq, before=b, after=v, moved=moved)
+
+
+def _invariance_missing(shift: ObjectiveShift) -> list[str]:
+    """G012: the patch left the objective at the initial parameters where it was."""
+    if shift.moved is False:
+        return []
+    if shift.moved is None:
+        return [tagged("G012", (
+            f"the workflow's objective at iteration 0 before and after the patch: the failing check (record "
+            f"{shift.before_seq}) shows {shift.before!r} and the passing one (record {shift.after_seq}) {shift.after!r}; "
+            "both must have checked iteration 0 (gradcheck without --iteration checks it)"))]
+    return [tagged("G012", (
+        f"an objective the patch left unchanged: at iteration 0 it was {shift.before!r} before the patch (record "
+        f"{shift.before_seq}) and is {shift.after!r} after it (record {shift.after_seq}): the patch changed what is "
+        "optimized, not only its gradient. Undo it (undo) and fix the gradient, or, if the change is intended, call "
+        "finish(outcome='objective_changed', summary=<why the objective had to change>)"))]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -422,9 +536,10 @@ class _Out(BaseModel):
     missing: list[str] = Field(default_factory=list)
     evidence: dict[str, int] = Field(default_factory=dict)
     comparison: Comparison | None = None
+    shift: ObjectiveShift | None = None
 
 
-def _fixed(ev: Evidence) -> _Out:
+def _fixed(ev: Evidence, *, declared: bool = False) -> _Out:
     failing = [c for c in ev.checks if c.v.passed is False]
     if not failing:
         return _Out(missing=[tagged("G008", (
@@ -434,7 +549,7 @@ def _fixed(ev: Evidence) -> _Out:
     patches = [r for r in ev.records if r.kind == "patch"]
     best: _Out | None = None
     for f in reversed(failing):
-        cand = _fixed_from(ev, f, patches)
+        cand = _fixed_from(ev, f, patches, declared)
         if best is None or len(cand.missing) < len(best.missing):
             best = cand
         if not best.missing:
@@ -444,7 +559,7 @@ def _fixed(ev: Evidence) -> _Out:
     return best
 
 
-def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
+def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord], declared: bool) -> _Out:
     out = _Out(evidence={"failing_check": f.seq})
     after_f = [p for p in patches if p.seq > f.seq and _patched_paths(p)]
     if not after_f:
@@ -465,7 +580,7 @@ def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
         if passing:
             msg += (f"; the passing check (record {passing[-1].seq}) used a different harness "
                     f"({_short(passing[-1].v.harness_id)}), so it does not compare like with like")
-        more = _after_patch_needs(ev, after_f[-1], first_patch, set())
+        more = _after_patch_needs(ev, after_f[-1], first_patch, set(), improve=not declared)
         out.missing = [tagged("G008", msg), *more.missing]
         return out
     best: _Out | None = None
@@ -475,12 +590,18 @@ def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
         cand.evidence["patch"] = in_fix[-1].seq
         patched = set().union(*(_patched_paths(p) for p in in_fix))
         stale = ev.stale(a.rec)
-        why_not = _not_a_pass_reason(a)
-        if why_not:
-            rule = "G003" if not a.full_objective() else "G005"
-            cand.missing.append(tagged(rule, (
-                f"the passing check (record {a.seq}) is not a pass of the user's objective: {why_not}; check the "
-                "objective the script reports (capture without --objective, or a probe declared and agreeing)")))
+        bad = _not_a_pass(ev, a, constants=not declared)
+        if bad:
+            cand.missing.append(tagged(bad[0], (
+                f"the passing check (record {a.seq}) is not a pass of the workflow's objective: {bad[1]}; call "
+                "gradcheck with the workflow's script and arguments")))
+        else:
+            sound = [c for c in same if ev.current(c.rec) and not _not_a_pass(ev, c, constants=not declared)]
+            cand.missing += _strength_missing(sound, "gradcheck with the workflow's script and arguments, without "
+                                              "--iteration (it checks iteration 0 and a later one)")
+        cand.shift = objective_shift(f, a)
+        if not declared:
+            cand.missing += _invariance_missing(cand.shift)
         if not a.files:
             cand.missing.append(tagged("G008", (
                 f"the passing check (record {a.seq}) lists no files it imported, so it cannot be tied to the program "
@@ -498,7 +619,7 @@ def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
                 f"the passing check (record {a.seq}) ran the same bytes of the patched files as the failing check "
                 f"(record {f.seq}): the patch was undone or changed nothing, so the pass is noise or a flaky "
                 "harness, not a fix")))
-        more = _after_patch_needs(ev, in_fix[-1], first_patch, patched)
+        more = _after_patch_needs(ev, in_fix[-1], first_patch, patched, improve=not declared)
         cand.missing += more.missing
         cand.evidence.update(more.evidence)
         cand.comparison = more.comparison
@@ -510,8 +631,10 @@ def _fixed_from(ev: Evidence, f: Check, patches: list[LedgerRecord]) -> _Out:
     return best
 
 
-def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, patched: set[str]) -> _Out:
-    """Tracker and workflow-rerun requirements after the fix's last patch."""
+def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, patched: set[str], *,
+                       improve: bool = True) -> _Out:
+    """Tracker and workflow-rerun requirements after the fix's last patch (`improve=False`: objective_changed,
+    where before and after measure different objectives, needs no improvement)."""
     out = _Out()
     trackers = [(r, e.payload) for r in ev.records
                 if isinstance(e := r.event, TrackerEvent) and r.seq > last_patch.seq]
@@ -540,12 +663,15 @@ def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: Ledg
     if confirmed:
         out.evidence["symptom_gone"] = confirmed[-1].seq
         return out
+    if not improve:
+        return out
     reruns = [(r, v) for r, v in ev.runs if r.seq > last_patch.seq and not v.changed]
     befores = [(r, v) for r, v in ev.runs if r.seq < first_patch.seq]
     if not reruns:
         out.missing.append(tagged("G010", (
             f"a rerun of the user's workflow after the patch (record {last_patch.seq}) whose objective improves on "
-            "the run before it: run_script the workflow again (or the user confirms the symptom is gone)")))
+            "the run before it: finish makes this rerun itself; from the command line, run_script the workflow "
+            "(or the user confirms the symptom is gone)")))
         return out
     reasons: list[str] = []  # newest rerun first: its reason is the one worth reading
     for after, av in reversed(reruns):
@@ -557,11 +683,15 @@ def _after_patch_needs(ev: Evidence, last_patch: LedgerRecord, first_patch: Ledg
             reasons.append(f"the rerun (record {after.seq}, {av.script}) never imported a patched file "
                            f"({', '.join(sorted(patched))}): it did not run the patched program")
             continue
+        away = ev.run_departures(after, av) if ev.workflow is not None else []
+        if away:
+            reasons.append(f"the rerun (record {after.seq}) is not a run of the workflow: {'; '.join(away)}")
+            continue
         before = next((b for b, bv in reversed(befores) if _same_workflow(bv, av, same_args=True)), None)
         if before is None:
             reasons.append(f"there is no run of the same workflow ({av.script}, same script and arguments) before the "
-                           "patch to compare with; run the unpatched workflow (undo, run, redo) or have the user "
-                           "confirm the symptom is gone")
+                           "patch to compare with (diagnose's run counts); have the user confirm the symptom is gone "
+                           "(symptom-gone), or undo, run_script, and patch again")
             continue
         ok, reason, cmp = objective_improves(before, after)
         if ok:
@@ -591,14 +721,14 @@ def _unmodified_check(ev: Evidence, *, need_iterations: bool = True, need_run: b
             "about the unmodified program; undo the patches (warpgrad undo --all) or finish with another outcome")))
     passing = [c for c in ev.checks if c.v.passed is True and c.v.full_horizon]
     current = [c for c in passing if ev.current(c.rec)]
-    good = [c for c in current if not _not_a_pass_reason(c)]
+    good = [c for c in current if not _not_a_pass(ev, c)]
     if not good:
         if current:
             c = current[-1]
-            rule = "G003" if not c.full_objective() else "G005"
+            rule, why = _not_a_pass(ev, c) or ("G005", "")
             out.missing.append(tagged(rule, (
-                f"a passing full-horizon FD check of the user's objective: the passing check (record {c.seq}) is "
-                f"{_not_a_pass_reason(c)}; rerun gradcheck on the objective the script reports")))
+                f"a passing full-horizon FD check of the workflow's objective: the passing check (record {c.seq}) is "
+                f"{why}; call gradcheck with the workflow's script and arguments")))
         elif passing:
             c = passing[-1]
             what = "lists no files it imported" if not c.files else (
@@ -619,15 +749,19 @@ def _unmodified_check(ev: Evidence, *, need_iterations: bool = True, need_run: b
                 f"passing checks at the first training iteration and at a later one: the passing checks on these "
                 f"files cover iteration(s) {have} only; run gradcheck at "
                 f"{'iteration 0' if 0 not in covered else 'a later iteration (e.g. --iteration 2)'}")))
+        elif need_iterations:
+            out.missing += _strength_missing(good, "gradcheck with the workflow's script and arguments, without "
+                                                   "--iteration (it checks iteration 0 and a later one)")
         if need_run:
             program = set().union(*(set(c.files) - {c.v.probe} for c in good))
-            runs = [r for r, v in ev.runs if not v.failed() and ev.current(r) and program & set(r.files)]
+            runs = [r for r, v in ev.runs if not v.failed() and ev.current(r) and program & set(r.files)
+                    and not ev.run_departures(r, v)]
             if runs:
                 out.evidence["workflow_run"] = runs[-1].seq
             else:
                 out.missing.append(tagged("G007", (
-                    "a completed run of the user's workflow on the files as they are now (run_script the script the "
-                    "user runs), so the checked program is tied to what the user runs")))
+                    "a completed run of the workflow (its script and arguments) on the files as they are now "
+                    "(run_script), so the checked program is tied to what the user runs")))
     out.missing = _current_failures(ev) + out.missing
     return out
 
@@ -683,8 +817,60 @@ def _diagnosis_only(ev: Evidence) -> _Out:
     return _Out(missing=["a full-horizon FD check (gradcheck with ok=true over the user's objective and horizon)"])
 
 
+def _second_cause(ev: Evidence, also: str) -> _Out:
+    """G013: after the last patch, a variant run with the cause changed improves on the workflow's rerun."""
+    patches = [r.seq for r in ev.records if r.kind == "patch"]
+    last = patches[-1] if patches else -1
+    after = [(r, v) for r, v in ev.runs if r.seq > last and not v.failed() and ev.current(r)]
+    bases = [r for r, v in after if not v.changed and not ev.run_departures(r, v)]
+    variants = [r for r, v in after if v.changed or (ev.workflow is not None and v.args != ev.workflow.args)]
+    why = "no run with the cause changed after the last patch"
+    for variant in reversed(variants):
+        for base in reversed(bases):
+            ok, reason, _ = objective_improves(base, variant)
+            if ok:
+                return _Out(evidence={"baseline_run": base.seq, "variant_run": variant.seq})
+            why = reason
+    if not bases:
+        why = "no rerun of the workflow after the last patch to compare a variant with (finish makes it)"
+    return _Out(missing=[tagged("G013", (
+        f"evidence for the second cause ({also}): a run after the last patch with that cause changed (run_script "
+        f"with the workflow's script and the changed argument, e.g. a smaller learning rate) that improves on the "
+        f"workflow's own rerun after the patch; {why}"))])
+
+
+def _objective_changed(ev: Evidence) -> _Out:
+    """fixed's evidence chain with the objective's change declared instead of proven absent (G012 waived, and
+    constants may differ from the workflow's); the report shows both objective values and the changes."""
+    return _fixed(ev, declared=True)
+
+
+def hyperparameter_changes(ev: Evidence) -> list[str]:
+    """Module constants that differ between the workflow and the files now, and arguments of the runs and
+    checks after the first patch that differ from the workflow's: listed in the report whatever the outcome."""
+    wf = ev.workflow
+    if wf is None:
+        return []
+    files = {k.split(":", 1)[0] for k in wf.constants}
+    out = [f"module constant {c}" for c in constant_changes(wf.constants, program_constants(ev.workspace, files))]
+    first_patch = next((r.seq for r in ev.records if r.kind == "patch"), None)
+    if first_patch is None:
+        return out
+    seen: set[tuple[str, ...]] = set()
+    for r in ev.records:
+        if r.seq < first_patch:
+            continue
+        args = (r.event.payload.args if isinstance(r.event, RunEvent) else r.event.payload.harness.args
+                if isinstance(r.event, GradcheckEvent) else None)
+        if args is not None and args != wf.args and tuple(args) not in seen:
+            seen.add(tuple(args))
+            out.append(f"arguments {args} (record {r.seq}) where the workflow runs {wf.args}")
+    return out
+
+
 _OUTCOME_RULES = {
     "fixed": _fixed,
+    "objective_changed": _objective_changed,
     "gradients_correct": _gradients_correct,
     "not_a_gradient_bug": _not_a_gradient_bug,
     "blocked": _blocked,
@@ -692,7 +878,47 @@ _OUTCOME_RULES = {
 }
 
 
-def check_finish(workspace: Path, outcome: str) -> GateResult:
+def localization(records: list[LedgerRecord], workspace: Path) -> dict[int, str]:
+    """Seq -> why, for each check that is localization evidence rather than a check of the workflow (G003,
+    G004, G011): the report shows them as such."""
+    ev = Evidence(records, Path(workspace))
+    out = {}
+    for c in ev.checks:
+        if c.kind in ("probe", "partial") or not c.full_objective():
+            out[c.seq] = c.kind_why
+        elif away := ev.departures(c, constants=False):
+            out[c.seq] = "; ".join(away)
+    return out
+
+
+class GatherPlan(BaseModel):
+    """What finish can gather itself before judging a fix: a tracker run and a rerun of the workflow after the
+    last patch, when the ledger lacks them (refusing for their absence would only cost the model calls)."""
+
+    workflow: WorkflowPayload
+    tracker: bool = False
+    rerun: bool = False
+
+
+def gather_plan(workspace: Path) -> GatherPlan | None:
+    """The runs finish should make before judging `fixed` (None: no workflow, no patch, or no passing check of
+    the patched files yet, which only the model can supply)."""
+    records, _ = Ledger(workspace).read()
+    ev = Evidence(records, Path(workspace))
+    patches = [r for r in ev.records if r.kind == "patch" and _patched_paths(r)]
+    if ev.workflow is None or not ev.workflow.script or not patches:
+        return None
+    last = patches[-1].seq
+    if not any(c.v.passed is True and c.seq > last and ev.current(c.rec) for c in ev.checks):
+        return None  # the model has not checked the patched program yet: running the rest would prove nothing
+    trackers = [r for r in ev.records if isinstance(r.event, TrackerEvent) and r.seq > last and ev.current(r)]
+    reruns = [r for r, v in ev.runs if r.seq > last and not v.changed and not v.failed() and v.cut_short_at is None
+              and ev.current(r) and not ev.run_departures(r, v)]
+    plan = GatherPlan(workflow=ev.workflow, tracker=not trackers, rerun=not reruns)
+    return plan if plan.tracker or plan.rerun else None
+
+
+def check_finish(workspace: Path, outcome: str, also: str | None = None) -> GateResult:
     """Decide whether the ledger of `workspace` proves `outcome`; list what is missing if not.
 
     Every outcome needs an intact, signed ledger (G001). Then:
@@ -713,6 +939,7 @@ def check_finish(workspace: Path, outcome: str) -> GateResult:
     Args:
         workspace: The workspace root.
         outcome: One of `OUTCOMES`.
+        also: A second cause named beside a fix (`OtherCause`), which then needs its own evidence (G013).
 
     Returns:
         The verdict, the missing pieces as actions, the seqs of the records that satisfied it, and for
@@ -732,7 +959,16 @@ def check_finish(workspace: Path, outcome: str) -> GateResult:
             f"records signed with this machine's warpgrad key: record(s) {shown} carry no valid signature "
             f"(key {check.key_id or 'missing'}), so they were written by something that cannot read the key "
             "(forged, or copied from another machine); a person must inspect the ledger and start a fresh one")))
-    out = _OUTCOME_RULES[outcome](Evidence(records, Path(workspace)))
+    ev = Evidence(records, Path(workspace))
+    out = _OUTCOME_RULES[outcome](ev)
+    if also is not None:
+        if outcome not in ("fixed", "objective_changed"):
+            out.missing.append(f"a second cause ({also}) is named only beside a fix: finish with outcome 'fixed'")
+        else:
+            second = _second_cause(ev, also)
+            out.missing += second.missing
+            out.evidence.update(second.evidence)
     missing += out.missing
     return GateResult(outcome=outcome, accepted=not missing, missing=missing, evidence=out.evidence,
-                      comparison=out.comparison, signed=check.signed)
+                      comparison=out.comparison, signed=check.signed, objective_shift=out.shift,
+                      hyperparameter_changes=hyperparameter_changes(ev), workflow_seq=ev.workflow_seq)

@@ -110,6 +110,13 @@ class ParamCheck(BaseModel):
     agree: bool | None = None
 
 
+class IterationCheck(BaseModel):
+    iteration: int
+    passed: bool | None = None
+    objective_value: float | None = None
+    agreeing_directions: int = 0
+
+
 class GradcheckResult(BaseModel):
     ok: bool = Field(description="The check could be made (False: see `reason` and `error`).")
     passed: bool | None = Field(None, description="AD matched FD within the noise band (None when inconclusive).")
@@ -165,6 +172,8 @@ class GradcheckResult(BaseModel):
     warp_version: str = ""
     notes: list[str] = []
     wall_s: float = 0.0
+    per_iteration: list[IterationCheck] = Field(default_factory=list, description="Each checked iteration: its "
+                                                "verdict, objective value and how many directions agreed.")
 
 
 HUB_ENV = "WARPGRAD_FD_HUB"
@@ -492,6 +501,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
         if rider is not None and rider.first_verdict is not None:
             rider.first_verdict(primary)
         others = [o for o in cap.other_iterations if o.iteration == 0]
+        primary.per_iteration = [_iteration_summary(primary)]
         if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
             return primary
         # The first iteration too (bugs hide at either end). Within the same budget when the later one gave a
@@ -575,7 +585,8 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         report = engine.check(elements=args.elements)
         res.evaluations = engine.evaluations + 2  # + capture + baseline
     else:
-        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=2, seed=args.seed + 1)
+        # Three directions: the finish gate needs resolved agreement in three at the first iteration too.
+        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=3, seed=args.seed + 1)
         report = engine.check_at(*after)
         res.evaluations = engine.evaluations
     res.evaluations_from_hub = ev.from_hub.get(iteration, 0)
@@ -666,6 +677,7 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
         lead, other = first, later
     else:
         lead, other = later, first
+    summaries = [_iteration_summary(first), _iteration_summary(later)]
     lead.iterations = sorted({*later.iterations, *first.iterations})
     lead.evaluations = later.evaluations + first.evaluations
     lead.evaluations_from_hub = later.evaluations_from_hub + first.evaluations_from_hub
@@ -683,7 +695,15 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
                        f"({lead.reason or lead.signature}); a pass needs both")
         lead.explanation = lead.reason
     lead.wall_s = max(later.wall_s, first.wall_s)
+    lead.per_iteration = summaries
     return lead
+
+
+def _iteration_summary(res: GradcheckResult) -> IterationCheck:
+    """What the finish gate needs of one checked iteration: its verdict, objective and agreeing directions."""
+    return IterationCheck(iteration=res.iteration if res.iteration is not None else 0, passed=res.passed,
+                          objective_value=res.objective_value,
+                          agreeing_directions=sum(1 for d in res.directions if d.agree and d.scope == "all"))
 
 
 def _nice(c: float) -> bool:

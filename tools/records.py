@@ -42,11 +42,29 @@ class CheckedParam(Payload):
 class CheckedDirection(Payload):
     ad: float = 0.0
     fd: float = 0.0
+    agree: bool | None = None
+    status: str | None = Field(None, description="agree / disagree / unresolved (newer engines); None on older "
+                               "records, which say only `agree`.")
+
+    def agrees(self) -> bool:
+        """Resolved agreement: the engine's status where it gives one, else its `agree` flag."""
+        return self.status == "agree" if self.status is not None else self.agree is True
+
+
+class IterationCheck(Payload):
+    """One checked iteration of a gradcheck (the combined result keeps the lead iteration's details only)."""
+
+    iteration: int
+    passed: bool | None = None
+    objective_value: float | None = None
+    agreeing_directions: int = 0
 
 
 class CheckHarness(Payload):
     objective: str | None = Field(None, description="A named objective variable (capture `--objective NAME`).")
     declared_objective: bool = False
+    args: list[str] = Field(default_factory=list, description="The arguments the checked script ran with.")
+    directions: int | None = Field(None, description="Random directions asked for per iteration.")
 
 
 ObjectiveKind = Literal["script", "partial", "probe", "probe_declared"]
@@ -75,6 +93,8 @@ class GradcheckPayload(Payload):
     unreliable_reason: str | None = Field(None, description="Set by the engine when the check cannot be trusted.")
     nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
     supersedes: list[int] = Field(default_factory=list, description="Seqs of failing checks this one explains.")
+    per_iteration: list[IterationCheck] = Field(default_factory=list, description="Each checked iteration's "
+                                                "verdict, objective and agreeing directions (newer records).")
 
     def covered_iterations(self) -> list[int]:
         """Training iterations the check covered; old records name only `iteration` (a probe: its params())."""
@@ -106,6 +126,8 @@ class RunPayload(Payload):
     files: dict[str, str] = Field(default_factory=dict)
     metric: MetricSpec | None = None
     metric_values: list[float] = Field(default_factory=list)
+    cut_short_at: int | None = Field(None, description="The run was stopped after this many printed losses once "
+                                     "its trend was read (diagnose); compare it at that point only.")
 
     def failed(self) -> bool:
         return self.ok is False or self.timed_out or bool(self.signal) or (
@@ -117,6 +139,27 @@ class RunPayload(Payload):
 
     def says_why(self) -> bool:
         return bool(self.error or self.stderr_tail or self.reason or self.stdout_tail)
+
+
+# -- the workflow ----------------------------------------------------------------------------------------
+
+
+class WorkflowPayload(Payload):
+    """The user's workflow, fixed by the first completed run (or `diagnose`): what the gate guards.
+
+    Only checks and runs of this script, with these arguments and these module constants, are evidence
+    for an outcome; anything else is localization (`warpgrad.tools.workflow`).
+    """
+
+    script: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str | None] = Field(default_factory=dict, description="Environment variables the program "
+                                       "reads (found statically) and their values when the workflow was fixed.")
+    objective: str = Field("final loss", description="The quantity the workflow reports: its loss or the named metric.")
+    metric: MetricSpec | None = None
+    constants: dict[str, str] = Field(default_factory=dict, description="'path:NAME' -> repr of each module-level "
+                                      "constant of the program's files (read with ast, never executed).")
+    run_seq: int | None = Field(None, description="The run record that fixed it.")
 
 
 # -- files: patch, undo, file, shrink -------------------------------------------------------------------
@@ -197,14 +240,28 @@ class Comparison(BaseModel):
     verdict: str = Field(description="Why it counts as an improvement, in words.")
 
 
+class ObjectiveAtStart(BaseModel):
+    """The workflow's objective at iteration 0 before and after the patch, as the gate compared it (G012)."""
+
+    before_seq: int
+    after_seq: int
+    before: float | None
+    after: float | None
+    moved: bool | None
+
+
 class FinishPayload(Payload):
     """The accepted outcome of a session (`finish`)."""
 
     outcome: str | None = None
+    also: str | None = Field(None, description="A second cause named beside a fix, with its own evidence.")
     summary: str | None = None
     evidence: dict[str, int] = Field(default_factory=dict)
     comparison: Comparison | None = None
     signed: bool | None = None
+    objective_shift: ObjectiveAtStart | None = None
+    hyperparameter_changes: list[str] = Field(default_factory=list)
+    gathered: list[str] = Field(default_factory=list, description="Runs finish made itself before judging.")
 
 
 # -- the union ------------------------------------------------------------------------------------------
@@ -255,6 +312,11 @@ class FinishEvent(BaseModel):
     payload: FinishPayload
 
 
+class WorkflowEvent(BaseModel):
+    kind: Literal["workflow"]
+    payload: WorkflowPayload
+
+
 class OtherEvent(BaseModel):
     """A kind no reader interprets field by field (bisect, diagnose, notes): its payload as written."""
 
@@ -273,6 +335,7 @@ class InvalidEvent(BaseModel):
 _TYPED: dict[str, type[BaseModel]] = {
     "gradcheck": GradcheckEvent, "run": RunEvent, "patch": PatchEvent, "undo": UndoEvent, "file": FileEvent,
     "shrink": ShrinkEvent, "tracker": TrackerEvent, "symptom_gone": SymptomGoneEvent, "finish": FinishEvent,
+    "workflow": WorkflowEvent,
 }
 
 
@@ -291,6 +354,7 @@ Event = Annotated[
     | Annotated[TrackerEvent, Tag("tracker")]
     | Annotated[SymptomGoneEvent, Tag("symptom_gone")]
     | Annotated[FinishEvent, Tag("finish")]
+    | Annotated[WorkflowEvent, Tag("workflow")]
     | Annotated[OtherEvent, Tag("other")],
     Discriminator(_tag),
 ]

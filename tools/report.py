@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .gate import localization
 from .ledger import Ledger, LedgerRecord
 from .records import (
     Comparison,
@@ -21,13 +22,16 @@ from .records import (
     FinishPayload,
     GradcheckEvent,
     GradcheckPayload,
+    ObjectiveAtStart,
     PatchEvent,
     RunEvent,
     ShrinkEvent,
     SymptomGoneEvent,
     UndoEvent,
+    WorkflowPayload,
 )
 from .state_files import STATE_DIR, StateDir
+from .workflow import the_workflow
 
 _FINDING_KEYS = ("warnings", "findings", "hypotheses", "issues", "divergences", "suspects")
 _TEXT_KEYS = ("summary", "conclusion", "message", "verdict", "first_divergence", "localization")
@@ -45,6 +49,8 @@ class CheckEntry(BaseModel):
     harness_id: str | None
     fields: dict[str, Any] = Field(description="Numbers and labels copied from the record's payload.")
     params: list[dict[str, Any]] = Field(default_factory=list)
+    localization: str | None = Field(None, description="Why this check is localization evidence, not a check of "
+                                     "the workflow (None: it checked the workflow).")
 
 
 class FindingEntry(BaseModel):
@@ -99,6 +105,10 @@ class Report(BaseModel):
     references: list[str] = Field(default_factory=list)
     clean: list[str] = Field(default_factory=list)
     diagnostic_files: list[FileEntry] = Field(default_factory=list)
+    workflow: WorkflowPayload | None = Field(None, description="The workflow the gate guards (the first run fixed it).")
+    objective_shift: ObjectiveAtStart | None = Field(None, description="The objective at iteration 0 before -> after.")
+    hyperparameter_changes: list[str] = Field(default_factory=list)
+    gathered: list[str] = Field(default_factory=list, description="Runs finish made itself.")
 
 
 def _num(v: Any) -> str:
@@ -162,12 +172,14 @@ def build_report(workspace: Path) -> Report:
     roles: dict[int, str] = {}
     if finish is not None:
         fv = finish.event.payload if isinstance(finish.event, FinishEvent) else FinishPayload()
-        rep.outcome = fv.outcome
+        rep.outcome = f"{fv.outcome} + {fv.also}" if fv.outcome and fv.also else fv.outcome  # both parts, one outcome
         rep.finish_seq = finish.seq
         # Headlined as accepted only when what the gate requires of the ledger holds right now.
         rep.finish_verified = check.ok and finish.seq not in check.unsigned and isinstance(finish.event, FinishEvent)
         rep.root_cause = fv.summary
         rep.comparison = fv.comparison
+        rep.objective_shift, rep.hyperparameter_changes = fv.objective_shift, fv.hyperparameter_changes
+        rep.gathered = fv.gathered
         ev = fv.evidence
         for key, role in (("failing_check", "before"), ("passing_check", "after"), ("check", "check"),
                           ("run_before", "before the patch"), ("run_after", "after the patch"),
@@ -178,6 +190,11 @@ def build_report(workspace: Path) -> Report:
     for r in records:
         _collect_refs(r.payload, rep.references)
         _add_record(rep, r, roles, undone)
+    found = the_workflow(records)
+    rep.workflow = found[0] if found else None
+    local = localization(records, Path(workspace))
+    for c in rep.checks:
+        c.localization = local.get(c.seq)
     return rep
 
 
@@ -264,6 +281,7 @@ def render_markdown(rep: Report) -> str:
         out += ["## Workflow objective", "",
                 (f"Workflow objective before -> after (records {cmp.before_seq} -> {cmp.after_seq}): {cmp.quantity} "
                 f"{_num(cmp.before)} -> {_num(cmp.after)} ({cmp.verdict})."), ""]
+    out += _workflow_lines(rep)
     if rep.checks:
         out += ["## Finite-difference evidence", ""]
         before = next((c for c in rep.checks if c.role == "before"), None)
@@ -277,6 +295,8 @@ def render_markdown(rep: Report) -> str:
             title = {"before": "Before the fix", "after": "After the fix"}.get(c.role, "FD check")
             out.append(f"### {title}: record {c.seq}, {verdict}")
             out.append("")
+            if c.localization:
+                out += [f"- localization evidence, not a check of the workflow: {c.localization}"]
             if c.harness_id:
                 out.append(f"- harness: `{c.harness_id}`")
             out += [f"- {k}: {_num(v)}" for k, v in c.fields.items()]
@@ -314,6 +334,30 @@ def render_markdown(rep: Report) -> str:
             out.append(f"- `{df.path}`" + (f": {df.purpose}" if df.purpose else "") + f" (record {df.seq})")
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _workflow_lines(rep: Report) -> list[str]:
+    """The workflow the gate guarded, the objective at iteration 0 before -> after, and every change of a
+    hyper-parameter (constant or argument), whatever the outcome."""
+    if rep.workflow is None:
+        return []
+    wf = rep.workflow
+    out = ["## Workflow", "", f"- script: `{' '.join([wf.script, *wf.args])}` (objective: {wf.objective})"]
+    if wf.constants:
+        out.append("- module constants: " + ", ".join(f"{k} = {v}" for k, v in wf.constants.items()))
+    sh = rep.objective_shift
+    if sh is not None:
+        state = {True: "MOVED", False: "unchanged", None: "not measured on both sides"}[sh.moved]
+        out.append(f"- objective at iteration 0 before -> after the patch (records {sh.before_seq} -> "
+                   f"{sh.after_seq}): {_num(sh.before)} -> {_num(sh.after)} ({state})")
+    if (rep.outcome or "").startswith("objective_changed"):
+        out.append("- **the agent declared that the patch changed the objective**; its reason is the root cause "
+                   "above: the run before and the run after measure different objectives")
+    if rep.hyperparameter_changes:
+        out.append("- hyper-parameters changed from the workflow's: " + "; ".join(rep.hyperparameter_changes))
+    if rep.gathered:
+        out.append("- finish ran itself: " + "; ".join(rep.gathered))
+    return [*out, ""]
 
 
 def _signature_line(rep: Report) -> str:

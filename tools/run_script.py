@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from .losses import JsonFloat, LossPoint, parse_losses, summarize
 from .metric import Direction, MetricSpec
 from .paths import rel_path, resolve_path
 from .registry import tool
+from .workflow import fix_workflow
 
 ErrorKind = Literal[
     "timeout", "crashed", "out_of_memory", "syntax_error", "missing_import", "import_error", "file_not_found",
@@ -175,5 +177,6 @@ def run_script(args: RunScriptArgs, workspace: Path) -> RunScriptResult:
     result = run_script_in(workspace, path, args.args, timeout_s=args.timeout_s, memory_mb=args.memory_mb,
                            device=args.device, metric=args.metric_spec())
     if args.record:
-        Ledger(workspace).append("run", result, tool="run_script")
+        rec = Ledger(workspace).append("run", result, tool="run_script")
+        fix_workflow(workspace, rec, dict(os.environ))  # the first completed run fixes the workflow
     return result

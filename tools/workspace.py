@@ -29,7 +29,7 @@ from typing import Any
 import regex
 from pydantic import BaseModel, Field
 
-from .backups import (  # noqa: F401 -- re-exported: tools and commands import them from here
+from .backups import (  # some re-exported: tools and commands import them from here
     UndoResult,
     apply_changes,
     atomic_write,
@@ -498,3 +498,22 @@ def _apply_locked(patches: list[FilePatch], args: ApplyPatchArgs, workspace: Pat
 def _atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """`atomic_write` for callers outside this module that stage next to the target (kept for them)."""
     atomic_write(path, data, mode)
+
+
+# ---------------------------------------------------------------------------------------------------
+# undo (the tool; `warpgrad undo` is the same function)
+# ---------------------------------------------------------------------------------------------------
+
+
+class UndoArgs(BaseModel):
+    all_patches: bool = Field(False, description="Undo every patch of the session, newest first (default: the "
+                              "latest patch only).")
+    force: bool = Field(False, description="Restore even where a file changed after the patch (that change is lost).")
+
+
+@tool(args=UndoArgs, result=UndoResult, name="undo", read_only=False)
+def undo_tool(args: UndoArgs, workspace: Path) -> UndoResult:
+    """Undo the latest patch (or all of them): put the patched files back from their backups, recorded in the
+    ledger. Use it to take back a wrong or unwanted change; a right fix needs no undo (finish compares with
+    the run diagnose made before the patch)."""
+    return undo(workspace, all_patches=args.all_patches, force=args.force)

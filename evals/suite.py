@@ -228,6 +228,10 @@ class Suite:
         """The ``evals.json`` content these cases produce."""
         return EvalsFile(skill_name=SKILL_NAME, evals=[c.public() for c in self.cases])
 
+    def evals_json(self) -> dict[str, Any]:
+        """``evals_file()`` as written to disk (optional fields left unset are left out)."""
+        return self.evals_file().model_dump(mode="json", exclude_none=True)
+
     def problems(self) -> list[str]:
         """Everything wrong with the suite on disk; empty when it is consistent.
 
@@ -279,9 +283,7 @@ class Suite:
         if self.graded:
             if not evals_json.is_file():
                 found.append("evals.json is missing; run `python -m warpgrad.evals.suite --write`")
-            elif json.loads(evals_json.read_text(encoding="utf-8")) != self.evals_file().model_dump(
-                mode="json", exclude_none=True
-            ):
+            elif json.loads(evals_json.read_text(encoding="utf-8")) != self.evals_json():
                 found.append(
                     "evals.json is out of date with graders/*/meta.json; run `python -m warpgrad.evals.suite --write`"
                 )
@@ -337,7 +339,7 @@ def load_suite(root: Path | str = SUITE_DIR) -> Suite:
 def write_evals_json(suite: Suite) -> Path:
     """Regenerate ``evals.json`` from the suite's meta files and return its path."""
     path = suite.root / "evals.json"
-    text = json.dumps(suite.evals_file().model_dump(mode="json", exclude_none=True), indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(suite.evals_json(), indent=2, ensure_ascii=False) + "\n"
     path.write_text(text, encoding="utf-8")
     return path
 

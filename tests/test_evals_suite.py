@@ -41,7 +41,7 @@ def test_the_shipped_suite_loads_and_validates():
 
 def test_evals_json_is_regenerated_from_the_meta_files_and_up_to_date():
     on_disk = json.loads((SUITE_DIR / "evals.json").read_text(encoding="utf-8"))
-    assert on_disk == SUITE.evals_file().model_dump(mode="json")
+    assert on_disk == SUITE.evals_json()
     assert on_disk["skill_name"] == "warp-debug-gradients"
     ids = [str(e["id"]) for e in on_disk["evals"]]
     assert ids == sorted(ids)

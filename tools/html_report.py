@@ -183,7 +183,8 @@ def _runs_plot(runs: list[RunView]) -> str:
     for r in shown:
         ys = [math.nan if v is None else v for v in r.trajectory]
         ax.plot(range(len(ys)), ys, marker=".", label=f"{r.key} {r.role}".strip())
-    if all(v is None or v > 0 for r in shown for v in r.trajectory):
+    values = [v for r in shown for v in r.trajectory if v is not None and math.isfinite(v)]
+    if values and min(values) > 0 and max(values) > 20 * min(values):  # log only when it spans decades
         ax.set_yscale("log")
     ax.set_xlabel("iteration")
     ax.set_ylabel("loss")

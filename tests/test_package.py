@@ -76,5 +76,6 @@ def test_the_wheel_ships_the_suite_without_its_graders():
     installed = [str(f) for f in metadata.files("warpgrad") or []]
     assert any(f.startswith("warpgrad/evals/files/") for f in installed)
     assert "warpgrad/evals/evals.json" in installed
-    leaked = [f for f in installed if "/graders/" in f or f.endswith("probe.py") or "/blind" in f]
+    suite = [f for f in installed if f.startswith("warpgrad/evals/")]
+    leaked = [f for f in suite if "/graders/" in f or f.endswith("probe.py") or "/blind" in f]
     assert leaked == []

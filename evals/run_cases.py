@@ -18,7 +18,8 @@ import os
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Literal
 
@@ -534,7 +535,11 @@ def _answers_section(run: EvalRun) -> list[str]:
 
 
 def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None = None, jobs: int = 2,
-              timeout_s: float = 900.0, model: str | None = None) -> EvalRun:
+              timeout_s: float = 900.0, model: str | None = None,
+              progress: Callable[[int, int, CaseScore], None] | None = None) -> EvalRun:
+    """Run `agent` over the suite's cases (`jobs` at a time, each in its own subprocess) and grade them.
+
+    `progress(done, total, score)` is called as each case finishes, in the order they finish."""
     suite = load_suite(Path(suite_dir).resolve())  # the per-case children run in `out`, not here
     ids = [str(c.id) for c in suite.cases]
     if cases:
@@ -545,7 +550,11 @@ def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None
     out.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        scores = list(pool.map(lambda cid: _child(suite.root, cid, agent, out, timeout_s, model), ids))
+        futures = [pool.submit(_child, suite.root, cid, agent, out, timeout_s, model) for cid in ids]
+        for done, future in enumerate(as_completed(futures), 1):
+            if progress is not None:
+                progress(done, len(ids), future.result())
+        scores = [f.result() for f in futures]
     run = EvalRun(suite=str(suite.root), agent=agent, cases=scores, summary=summarize(scores),
                   wall_s=round(time.monotonic() - t, 1))
     (out / "results.json").write_text(run.model_dump_json(indent=2), encoding="utf-8")

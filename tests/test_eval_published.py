@@ -66,7 +66,10 @@ def test_the_entry_is_the_one_script_a_user_would_run(tmp_path):
 @pytest.mark.warp
 def test_without_a_key_every_answer_is_listed_beside_its_assertions_ungraded(skill, tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    run = run_suite(skill / "evals", "autopilot", tmp_path / "out", jobs=2, timeout_s=600)
+    seen: list[tuple[int, int, str]] = []
+    run = run_suite(skill / "evals", "autopilot", tmp_path / "out", jobs=2, timeout_s=600,
+                    progress=lambda done, total, score: seen.append((done, total, score.id)))
+    assert [(d, t) for d, t, _ in seen] == [(1, 2), (2, 2)] and {i for _, _, i in seen} == {"1", "negative-plotting"}
     by_id = {c.id: c for c in run.cases}
     positive = by_id["1"]
     assert positive.error is None and positive.ran

@@ -106,6 +106,8 @@ def diagnose_cmd(
     full_run: Annotated[bool, typer.Option("--full-run", help="Run the script to its end for the loss trajectory "
                                            "(default: stop once the printed loss shows its trend).")] = False,
     md: Annotated[Path | None, typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML page (plots of AD "
+                                              "against FD, the step sweep, the loss and the tape) to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Diagnose a training script's gradients: FD check, tracker, tape, rules, localization; ranked causes.
@@ -138,6 +140,10 @@ def diagnose_cmd(
         raise typer.Exit(2) from None
     if md:
         md.write_text(markdown(r), encoding="utf-8")
+    if html:
+        from ..tools.html_report import from_diagnose, write_html
+
+        write_html(from_diagnose(r), html)
     if as_json:
         print(r.model_dump_json(indent=2))
     else:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .core import console, out
 
@@ -22,13 +23,23 @@ def eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json.")] = False,
 ) -> None:
     """Run an agent over the broken-simulation suite and score it against the hidden graders."""
-    from ..evals.run_cases import run_suite
+    from ..evals.run_cases import CaseScore, run_suite
     from ..evals.suite import SUITE_DIR, SuiteError
 
     target = out_dir or Path(tempfile.mkdtemp(prefix="warpgrad-eval-"))
+    # Progress on a terminal only: quiet with --json and when stderr is not a terminal (CI logs, pipes).
+    show = console.is_terminal and not as_json
     try:
-        with console.status(f"running {agent} over the suite..."):
-            run = run_suite(suite or SUITE_DIR, agent, target, cases=cases, jobs=jobs, timeout_s=timeout, model=model)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=not show) as bar:
+            task = bar.add_task(f"{agent} over the suite", total=None)
+
+            def advance(done: int, total: int, score: CaseScore) -> None:
+                state = "crashed" if score.error else ("ran" if score.ran else "not run")
+                bar.update(task, completed=done, total=total, description=f"{agent}: {score.id} {state}")
+
+            run = run_suite(suite or SUITE_DIR, agent, target, cases=cases, jobs=jobs, timeout_s=timeout, model=model,
+                            progress=advance)
     except (SuiteError, ValueError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from None

@@ -129,9 +129,15 @@ def register(app: typer.Typer) -> None:
         workspace: _WS = Path("."),
         as_json: _JSON = False,
         output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the report to this file.")] = None,
+        html: Annotated[Path | None, typer.Option("--html", help="Also write the report as one self-contained HTML "
+                                                   "page (plots inlined, no network) to this file.")] = None,
     ) -> None:
-        """Render the report from the evidence ledger alone (Markdown, or JSON with --json)."""
+        """Render the report from the evidence ledger alone (Markdown, or JSON with --json; --html for a page)."""
         _require_workspace(workspace, "report")
+        if html is not None:
+            from ..tools.html_report import from_ledger, write_html
+
+            Console(stderr=True).print(f"wrote {write_html(from_ledger(workspace), html)}", highlight=False)
         rep = build_report(workspace)
         text = report_json(rep) if as_json else render_markdown(rep)
         if output is not None:

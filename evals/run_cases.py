@@ -18,12 +18,15 @@ import os
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from ..tools.signatures import Signature
+from .judge import AssertionGrade, Judgement, judge, ungraded
 from .suite import CaseMeta, Suite, load_suite
 
 ROOT_CAUSE_SLACK = 2  # lines: a multi-line statement is one place
@@ -59,6 +62,12 @@ class CaseScore(BaseModel):
     tokens: int = 0
     wall_s: float = 0.0
     log: str | None = None
+    graded_by: Literal["graders", "judge", "ungraded"] = Field(
+        "graders", description="graders: the suite's hidden graders; judge: an LLM judge over the assertions "
+        "(a suite with no graders); ungraded: neither could grade (`judge_note` says why).")
+    answer: str | None = Field(None, description="The agent's answer, as the judge read it (suites with no graders).")
+    assertions: list[AssertionGrade] = Field(default_factory=list, description="Each assertion, graded or not.")
+    judge_note: str | None = None
 
 
 class ScoreLine(BaseModel):
@@ -82,6 +91,8 @@ class Summary(BaseModel):
     patched: int = 0
     fix_disagreements: list[str] = Field(default_factory=list, description="'case: why' where the fix checks disagree.")
     crashed_or_timed_out: list[str] = Field(default_factory=list)
+    ungraded: list[str] = Field(default_factory=list, description="Cases nothing could grade (no graders and no "
+                                "LLM judge): their answers are listed beside their assertions.")
     median_wall_s: float | None = None
 
     def score(self, name: str) -> ScoreLine:
@@ -192,17 +203,52 @@ class GraderVerdict(BaseModel):
     max_rel_error: float | None = None
 
 
+ENTRY_NAMES = ("train.py", "main.py", "run.py", "sim.py", "optimize.py")
+
+
+def find_entry(case: CaseMeta, ws: Path) -> str | None:
+    """The script the autopilot runs: the case's `entry`, else the one staged script a user would run.
+
+    A published suite names no entry: one Python file is it; among several, a conventional name at the top
+    of the workspace, else the only one with a `__main__` guard. None when that leaves a choice.
+    """
+    if case.entry:
+        return case.entry
+    scripts = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*.py") if "__pycache__" not in p.parts)
+    if len(scripts) == 1:
+        return scripts[0]
+    named = [n for n in ENTRY_NAMES if n in scripts]
+    if named:
+        return named[0]
+    mains = [s for s in scripts if "__main__" in (ws / s).read_text(encoding="utf-8", errors="replace")]
+    return mains[0] if len(mains) == 1 else None
+
+
+def _autopilot_answer(r) -> str:
+    """What the autopilot says, in the words a judge reads: the summary, the verdict and the top hypotheses."""
+    lines = [r.summary or "", f"Signature: {r.signature}" + (f" (factor {r.factor:g})" if r.factor else "")]
+    if r.blocked:
+        lines.append(f"Blocked: {r.blocked}")
+    for h in r.hypotheses[:3]:
+        where = f" at {h.file}:{h.line}" if h.file and h.line else ""
+        lines.append(f"{h.rank}. {h.title}{where}")
+    return "\n".join(line for line in lines if line)
+
+
 def run_autopilot(case: CaseMeta, ws: Path, score: CaseScore) -> None:
     from ..tools.diagnose import DiagnoseArgs, run_diagnose
 
-    if case.entry is None:
-        raise ValueError(f"case {case.id} names no entry script: autopilot has nothing to diagnose")
-    r = run_diagnose(DiagnoseArgs(script=case.entry, timeout_s=120), ws)
+    entry = find_entry(case, ws)
+    if entry is None:
+        raise ValueError(f"case {case.id} names no entry script and its files do not single one out: "
+                         "autopilot has nothing to diagnose")
+    r = run_diagnose(DiagnoseArgs(script=entry, timeout_s=120), ws)
     (ws.parent / f"{ws.name}.diagnose.json").write_text(r.model_dump_json(indent=2), encoding="utf-8")
     score.verdict = _verdict(r.gradients_wrong) if r.ok else None
     score.signature = r.signature if r.ok else None
     score.root_cause_rank = _root_cause_rank(case, [(h.file, h.line) for h in r.hypotheses])
     score.triggered = True
+    score.answer = _autopilot_answer(r)
 
 
 def _ledger_grading(case: CaseMeta, ws: Path, score: CaseScore) -> None:
@@ -240,7 +286,7 @@ def run_claude(case: CaseMeta, ws: Path, score: CaseScore, model: str | None) ->
 
     config = AgentConfig(model=model) if model else AgentConfig()
     agent = Agent(make_client(), config, ws)
-    agent.run(case.prompt)
+    score.answer = agent.run(case.prompt)
     score.tool_calls = int(agent.totals.get("steps", 0))
     score.tokens = int(agent.totals.get("input_tokens", 0) + agent.totals.get("output_tokens", 0))
     _ledger_grading(case, ws, score)
@@ -266,8 +312,7 @@ def run_one(suite_dir: Path, case_id: str, agent: str, out: Path, model: str | N
     ws = out / "workspaces" / str(case.id)
     shutil.rmtree(ws, ignore_errors=True)
     ws.mkdir(parents=True)
-    if suite.workspace(str(case.id)).is_dir():
-        shutil.copytree(suite.workspace(str(case.id)), ws, dirs_exist_ok=True)
+    suite.stage(case, ws)
     source_before = _hashes(suite.workspace(str(case.id))) if suite.workspace(str(case.id)).is_dir() else {}
     staged = _hashes(ws)
     t = time.monotonic()
@@ -301,6 +346,8 @@ def run_one(suite_dir: Path, case_id: str, agent: str, out: Path, model: str | N
             score.root_cause_top3 = score.root_cause_rank is not None and score.root_cause_rank <= 3
         if score.patched:
             _grade_fix(suite, case, ws, score)
+    if not suite.graded:
+        _judge(case, score)
     score.wall_s = round(time.monotonic() - t, 2)
     after = _hashes(ws)
     missing = sorted(set(staged) - set(after))
@@ -310,6 +357,25 @@ def run_one(suite_dir: Path, case_id: str, agent: str, out: Path, model: str | N
         score.no_harm = False
         score.harm.append("changed the suite's own fixture (a write outside the workspace)")
     return score
+
+
+def _judge(case: CaseMeta, score: CaseScore) -> None:
+    """Grade a case of a suite with no graders: an LLM judge over its assertions, or say it is ungraded."""
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        j = ungraded(case, "ungraded: no grader ships with this suite and ANTHROPIC_API_KEY is not set for the "
+                           "LLM judge; the answer is listed beside the assertions")
+    elif score.answer is None:
+        j = ungraded(case, "ungraded: the agent gave no answer to judge")
+    else:
+        import anthropic
+
+        j = judge(case, score.answer, anthropic.Anthropic())
+    _apply_judgement(score, j)
+
+
+def _apply_judgement(score: CaseScore, j: Judgement) -> None:
+    score.graded_by = "judge" if j.graded else "ungraded"
+    score.assertions, score.judge_note = j.grades, j.note
 
 
 def _child(suite_dir: Path, case_id: str, agent: str, out: Path, timeout_s: float, model: str | None) -> CaseScore:
@@ -331,10 +397,13 @@ def _child(suite_dir: Path, case_id: str, agent: str, out: Path, timeout_s: floa
     if result.is_file():
         score = CaseScore.model_validate_json(result.read_text(encoding="utf-8"))
     else:
-        case = load_suite(suite_dir).case(case_id)
+        suite = load_suite(suite_dir)
+        case = suite.case(case_id)
         score = CaseScore(id=case_id, should_trigger=case.should_trigger, expected_verdict=case.expected_verdict,
                           expected_signature=case.expected_signature,
                           error=f"the case {proc.describe()}; see {log}", wall_s=proc.wall_s)
+        if not suite.graded:
+            _apply_judgement(score, ungraded(case, f"ungraded: the case {proc.describe()}"))
         if case.expected_verdict == "gradients_wrong":
             score.root_cause_top3 = False
         if case.should_trigger:
@@ -386,6 +455,12 @@ def summarize(scores: list[CaseScore]) -> Summary:
         ScoreLine(name="no harm", cases=len(scores), value_pct=_pct([s.no_harm for s in scores]),
                   baseline_pct=100.0 if scores else None, baseline="do nothing"),
     ]
+    judged = [s for s in scores if s.graded_by == "judge"]
+    if judged:
+        lines.append(ScoreLine(
+            name="assertions all passed (LLM judge)", cases=len(judged),
+            value_pct=_pct([bool(s.assertions) and all(a.passed is True for a in s.assertions) for s in judged]),
+            baseline_pct=0.0, baseline="answer nothing"))
     patched = [s for s in scores if s.patched]
     return Summary(
         cases=len(scores), positive=len(pos), negative=len(neg), scores=lines,
@@ -393,6 +468,7 @@ def summarize(scores: list[CaseScore]) -> Summary:
         objective_unchanged=sum(s.objective_unchanged is True for s in patched), patched=len(patched),
         fix_disagreements=[f"{s.id}: {s.fix_disagreement}" for s in scores if s.fix_disagreement],
         crashed_or_timed_out=[s.id for s in scores if s.error],
+        ungraded=[s.id for s in scores if s.graded_by == "ungraded"],
         median_wall_s=sorted(s.wall_s for s in scores)[len(scores) // 2] if scores else None,
     )
 
@@ -435,16 +511,36 @@ def scoreboard(run: EvalRun) -> str:
         lines.append(f"| {c.id} | {mark(c.verdict_right)} {verdict} | {mark(c.signature_right)} {sig} | "
                      f"{c.root_cause_rank or '—'} | {fix} | {'none' if c.no_harm else '; '.join(c.harm)} "
                      f"| {c.wall_s:.0f}{err} |")
+    lines += _answers_section(run)
     return "\n".join(lines) + "\n"
 
 
+def _answers_section(run: EvalRun) -> list[str]:
+    """For a suite with no graders: each case's answer beside its assertions, graded by the judge or not."""
+    shown = [c for c in run.cases if c.graded_by != "graders"]
+    if not shown:
+        return []
+    lines = ["", "## Answers beside assertions", ""]
+    if run.summary.ungraded:
+        note = next(c.judge_note for c in shown if c.graded_by == "ungraded")
+        lines += [f"**Ungraded** ({len(run.summary.ungraded)} cases): {note or ''}".rstrip(), ""]
+    for c in shown:
+        lines += [f"### {c.id}" + ("" if c.should_trigger else " (negative: should not trigger)"), "",
+                  "Answer:", "", *[f"> {line}" for line in (c.answer or "(no answer)").splitlines()[:20]], ""]
+        for a in c.assertions:
+            mark = {True: "pass", False: "**fail**", None: "ungraded"}[a.passed]
+            lines.append(f"- [{mark}] {a.assertion}" + (f" — {a.why}" if a.why else ""))
+        lines.append("")
+    return lines
+
+
 def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None = None, jobs: int = 2,
-              timeout_s: float = 900.0, model: str | None = None) -> EvalRun:
+              timeout_s: float = 900.0, model: str | None = None,
+              progress: Callable[[int, int, CaseScore], None] | None = None) -> EvalRun:
+    """Run `agent` over the suite's cases (`jobs` at a time, each in its own subprocess) and grade them.
+
+    `progress(done, total, score)` is called as each case finishes, in the order they finish."""
     suite = load_suite(Path(suite_dir).resolve())  # the per-case children run in `out`, not here
-    if not suite.graded:
-        raise ValueError(
-            f"{suite.root} has no graders (graders/*/meta.json): the expected answers are not shipped in the wheel. "
-            "Pass --suite with a graded suite folder (a source checkout's evals/ or evals/blind/)")
     ids = [str(c.id) for c in suite.cases]
     if cases:
         unknown = sorted(set(cases) - set(ids))
@@ -454,7 +550,11 @@ def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None
     out.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        scores = list(pool.map(lambda cid: _child(suite.root, cid, agent, out, timeout_s, model), ids))
+        futures = [pool.submit(_child, suite.root, cid, agent, out, timeout_s, model) for cid in ids]
+        for done, future in enumerate(as_completed(futures), 1):
+            if progress is not None:
+                progress(done, len(ids), future.result())
+        scores = [f.result() for f in futures]
     run = EvalRun(suite=str(suite.root), agent=agent, cases=scores, summary=summarize(scores),
                   wall_s=round(time.monotonic() - t, 1))
     (out / "results.json").write_text(run.model_dump_json(indent=2), encoding="utf-8")

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -47,9 +49,13 @@ class RootCause(BaseModel):
 
 
 class EvalCase(BaseModel):
-    """One entry of ``evals.json`` (the Agent Skills evals schema): everything the agent may see."""
+    """One entry of ``evals.json`` (the Agent Skills evals schema): everything the agent may see.
 
-    model_config = ConfigDict(extra="forbid")
+    Published suites carry fields of their own (``expected_skill`` on every case, host-specific
+    keys): they are kept (``model_extra``), never fatal. Our own graded meta files stay strict.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     id: str | int = Field(description="Case id; for graded suites also the fixture and grader folder name.")
     prompt: str = Field(min_length=1, description="What the user writes: the symptom, never the cause.")
@@ -57,10 +63,18 @@ class EvalCase(BaseModel):
     assertions: list[str] = Field(default_factory=list, description="Ordered, checkable workflow steps.")
     files: list[str] = Field(default_factory=list, description="Fixture paths relative to the suite folder.")
     should_trigger: bool = Field(True, description="False for prompts the skill must not take on.")
+    expected_skill: str | None = Field(None, description="The skill a triggering case should load (published "
+                                       "suites name it on every case).")
 
 
 class CaseMeta(EvalCase):
-    """A case with its hidden grader fields (``graders/<id>/meta.json``)."""
+    """A case with its hidden grader fields (``graders/<id>/meta.json``).
+
+    Strict (a typo in our own meta files fails the tests); the fields a published ``evals.json``
+    adds beyond the schema are carried in ``unknown``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     expected_verdict: Verdict | None = Field(
         None, description="gradients_wrong / gradients_correct / not_applicable."
@@ -88,6 +102,8 @@ class CaseMeta(EvalCase):
     )
     brief_case: int | None = Field(None, ge=1, description="Number of the case in the suite's design brief.")
     notes: str | None = Field(None, description="Grader notes: measurements, accepted alternative fixes.")
+    unknown: dict[str, Any] = Field(default_factory=dict, description="Fields of a published evals.json that "
+                                    "the schema does not name, kept as they were.")
 
     @model_validator(mode="after")
     def _hidden_fields_agree(self) -> CaseMeta:
@@ -116,11 +132,17 @@ class CaseMeta(EvalCase):
         """The fields that go into ``evals.json``."""
         return EvalCase.model_validate(self.model_dump(include=set(EvalCase.model_fields)))
 
+    @classmethod
+    def from_published(cls, case: EvalCase) -> CaseMeta:
+        """A case of a published ``evals.json``: no hidden grader fields, its extra fields kept."""
+        known = case.model_dump(include=set(EvalCase.model_fields))
+        return cls.model_validate({**known, "unknown": dict(case.model_extra or {})})
+
 
 class EvalsFile(BaseModel):
-    """The whole ``evals.json``."""
+    """The whole ``evals.json`` (fields beyond ``skill_name`` and ``evals`` are kept, not fatal)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
     skill_name: str
     evals: list[EvalCase]
@@ -151,6 +173,34 @@ class Suite:
         """Folder staged as the case's workspace root."""
         return self.root / "files" / str(case_id)
 
+    def stage(self, case: CaseMeta, ws: Path) -> None:
+        """Copy the case's fixture into the workspace `ws`.
+
+        A graded suite stages its ``files/<id>/`` folder as the workspace root. A published suite lists
+        its files relative to the suite folder or to the skill folder above it; they are laid out relative
+        to their common folder, so a case's package structure is kept.
+        """
+        folder = self.workspace(str(case.id))
+        if folder.is_dir():
+            shutil.copytree(folder, ws, dirs_exist_ok=True)
+            return
+        found = [self.resolve_file(rel) for rel in case.files]
+        paths = [f for f in found if f is not None]
+        if not paths:
+            return
+        common = Path(os.path.commonpath([p.parent for p in paths]))
+        for src in paths:
+            dest = ws / src.relative_to(common)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+
+    def resolve_file(self, rel: str) -> Path | None:
+        """A listed fixture path: relative to the suite folder, else to the skill folder above it."""
+        for base in (self.root, self.root.parent):
+            if (base / rel).is_file():
+                return base / rel
+        return None
+
     def grader_dir(self, case_id: str) -> Path:
         """Folder with the case's meta.json, probe.py and fixed/."""
         return self.root / "graders" / str(case_id)
@@ -178,6 +228,10 @@ class Suite:
         """The ``evals.json`` content these cases produce."""
         return EvalsFile(skill_name=SKILL_NAME, evals=[c.public() for c in self.cases])
 
+    def evals_json(self) -> dict[str, Any]:
+        """``evals_file()`` as written to disk (optional fields left unset are left out)."""
+        return self.evals_file().model_dump(mode="json", exclude_none=True)
+
     def problems(self) -> list[str]:
         """Everything wrong with the suite on disk; empty when it is consistent.
 
@@ -190,7 +244,7 @@ class Suite:
         for c in self.cases:
             cid = str(c.id)
             for rel in c.files:
-                if not (self.root / rel).is_file():
+                if self.resolve_file(rel) is None:
                     found.append(f"{cid}: listed file {rel} does not exist")
             if not self.graded:
                 continue
@@ -229,9 +283,7 @@ class Suite:
         if self.graded:
             if not evals_json.is_file():
                 found.append("evals.json is missing; run `python -m warpgrad.evals.suite --write`")
-            elif json.loads(evals_json.read_text(encoding="utf-8")) != self.evals_file().model_dump(
-                mode="json"
-            ):
+            elif json.loads(evals_json.read_text(encoding="utf-8")) != self.evals_json():
                 found.append(
                     "evals.json is out of date with graders/*/meta.json; run `python -m warpgrad.evals.suite --write`"
                 )
@@ -273,7 +325,7 @@ def load_suite(root: Path | str = SUITE_DIR) -> Suite:
             data = EvalsFile.model_validate_json((root / "evals.json").read_text(encoding="utf-8"))
         except ValidationError as exc:
             raise SuiteError(f"{root / 'evals.json'}: {exc}") from exc
-        cases = [CaseMeta.model_validate(e.model_dump()) for e in data.evals]
+        cases = [CaseMeta.from_published(e) for e in data.evals]
     else:
         raise SuiteError(f"{root} has neither graders/*/meta.json nor evals.json")
     ids = [str(c.id) for c in cases]
@@ -287,7 +339,7 @@ def load_suite(root: Path | str = SUITE_DIR) -> Suite:
 def write_evals_json(suite: Suite) -> Path:
     """Regenerate ``evals.json`` from the suite's meta files and return its path."""
     path = suite.root / "evals.json"
-    text = json.dumps(suite.evals_file().model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(suite.evals_json(), indent=2, ensure_ascii=False) + "\n"
     path.write_text(text, encoding="utf-8")
     return path
 

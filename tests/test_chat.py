@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import anthropic
-import httpx2
 import pytest
 import typer
 from pydantic import BaseModel, Field
+from replay_http import KEY, ReplayTransport, real_client
 from rich.console import Console
 from scripted import ScriptedClient, text, tool_use
 from typer.testing import CliRunner
@@ -20,29 +20,6 @@ from warpgrad.agent.loop import Agent, AgentConfig, Events
 from warpgrad.agent.trajectory import read_events
 from warpgrad.cli import agent as cmd_agent
 from warpgrad.tools.registry import ToolSpec, load_tools
-
-FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
-KEY = "sk-ant-api03-test-key-never-recorded"
-
-
-class ReplayTransport(httpx2.MockTransport):
-    """Serves recorded Messages API responses in order and keeps every request it was sent."""
-
-    def __init__(self, *names: str) -> None:
-        self.names, self.requests = list(names), []
-        super().__init__(self.respond)
-
-    def respond(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        name = self.names.pop(0)
-        raw = (FIXTURES / name).read_text(encoding="utf-8")
-        if name.endswith(".sse"):
-            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=raw.encode())
-        recorded = json.loads(raw)
-        return httpx2.Response(recorded["status_code"], headers=recorded["headers"], json=recorded["body"])
-
-    def bodies(self) -> list[dict]:
-        return [json.loads(r.content) for r in self.requests]
 
 
 class SquareArgs(BaseModel):
@@ -59,10 +36,6 @@ TOOLS = {
     )
 }
 SYSTEM = [{"type": "text", "text": "You are warpgrad.", "cache_control": {"type": "ephemeral"}}]
-
-
-def real_client(transport: ReplayTransport) -> anthropic.Anthropic:
-    return anthropic.Anthropic(api_key=KEY, http_client=httpx2.Client(transport=transport), max_retries=0)
 
 
 def test_the_real_client_sends_cached_tools_and_system_and_the_loop_reads_cache_usage(tmp_path, monkeypatch):

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,7 @@ def test_the_shipped_suite_loads_and_validates():
 
 def test_evals_json_is_regenerated_from_the_meta_files_and_up_to_date():
     on_disk = json.loads((SUITE_DIR / "evals.json").read_text(encoding="utf-8"))
-    assert on_disk == SUITE.evals_file().model_dump(mode="json")
+    assert on_disk == SUITE.evals_json()
     assert on_disk["skill_name"] == "warp-debug-gradients"
     ids = [str(e["id"]) for e in on_disk["evals"]]
     assert ids == sorted(ids)
@@ -165,9 +164,8 @@ def test_the_bug_shows_in_fd_and_the_reference_fix_agrees_with_fd(case_id):
 
 
 @pytest.mark.warp
-def test_a_fixture_runs_quickly_and_prints_a_loss_trajectory(tmp_path):
+def test_a_fixture_runs_and_prints_a_loss_trajectory(tmp_path):
     case = SUITE.case("heat_rod_conductivity")
-    start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, case.entry],
         check=False,
@@ -179,7 +177,6 @@ def test_a_fixture_runs_quickly_and_prints_a_loss_trajectory(tmp_path):
         env=os.environ | {"PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert time.monotonic() - start < 15
     losses = [float(m.group(1)) for m in re.finditer(r"misfit ([0-9.eE+-]+)", proc.stdout)]
     assert len(losses) >= 10
 

@@ -66,3 +66,16 @@ def test_a_cited_reference_section_can_be_read_from_the_installed_package():
     assert "### §7" not in p.stdout and "## §7" not in p.stdout
     p = subprocess.run([*run, "--section", "99"], capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 2 and "no section §99" in p.stderr
+
+
+def test_the_wheel_ships_the_suite_without_its_graders():
+    """The expected answers (graders/*/meta.json, probes, reference fixes) never ship: an agent with the package
+    installed could otherwise read them. The cases and their fixtures do ship."""
+    from importlib import metadata
+
+    installed = [str(f) for f in metadata.files("warpgrad") or []]
+    assert any(f.startswith("warpgrad/evals/files/") for f in installed)
+    assert "warpgrad/evals/evals.json" in installed
+    suite = [f for f in installed if f.startswith("warpgrad/evals/")]
+    leaked = [f for f in suite if "/graders/" in f or f.endswith("probe.py") or "/blind" in f]
+    assert leaked == []

@@ -17,7 +17,8 @@ from warpgrad.tools.records import InvalidEvent, OtherEvent
 FIXTURE = Path(__file__).parent / "fixtures" / "ledger_v1"
 # Fields the result models gained after the fixture was written: a new field adds a key to a new record, it
 # does not change how the old fields serialise. Each is named here on purpose, so an unplanned one still fails.
-ADDED_SINCE = {"gradcheck": {"rerun_mismatch", "evaluations_from_hub", "per_iteration"}}
+ADDED_SINCE = {"gradcheck": {"rerun_mismatch", "evaluations_from_hub", "per_iteration"},
+               "run": {"files_changed", "metric_error"}}
 
 
 def _old_fields(kind: str, text: str) -> str:

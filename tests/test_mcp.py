@@ -315,13 +315,17 @@ def test_a_model_finishing_a_session_over_mcp_reads_the_report_from_finish(tmp_p
     """Role-play: the model calls finish too early, reads what the gate lists (each item tagged with its
     rule), does the missing piece, finishes, and reads the report from finish's own result, since
     read_file refuses .warpgrad/."""
-    from test_gate import PROBE, SIM, build_fixed_chain
+    from test_gate import PROBE, SIM, build_fixed_chain, tracker_payload
 
+    from warpgrad.tools.ledger import Ledger
     from warpgrad.tools.workspace import WriteFileArgs, write_file
 
     (tmp_path / "sim.py").write_text(SIM, encoding="utf-8")
     write_file(WriteFileArgs(path="probe.py", content=PROBE, purpose="FD probe"), tmp_path)
     build_fixed_chain(tmp_path, skip={"tracker"})
+    # a tracker run after the patch that reported an overwrite: evidence against the outcome, which finish does
+    # not gather away (a missing tracker run it would make itself)
+    Ledger(tmp_path).append("tracker", tracker_payload(tmp_path, ["overwrite of y in scale"]))
     summary = "y was allocated without requires_grad, so v.grad stayed zero; allocated it with requires_grad."
 
     async def go():

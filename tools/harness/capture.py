@@ -30,6 +30,7 @@ import numpy as np
 import warp as wp
 
 from . import hooks, warp_compat
+from .identity import ArrayMap, ArraySet
 from .protocol import (
     CaptureConfig,
     CapturedIteration,
@@ -226,14 +227,14 @@ class _Iter:
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.first_use: dict[int, str] = {}  # id(array) -> role of its first taped use in this iteration
+        self.first_use: ArrayMap[str] = ArrayMap()  # array -> role of its first taped use in this iteration
         self.objective = 0.0
         self.seeds: list[str] = []
         self.backward_calls = 0
         self.params: dict[int, dict[str, Any]] = {}  # id(owner) -> record
         self.owners: dict[int, Any] = {}
         self.boundary_values: list[np.ndarray] = []  # non-uniform hand seeds, in order
-        self.perturb_at: dict[int, str] = {}  # id -> where FD perturbs it: its first use of any kind
+        self.perturb_at: ArrayMap[str] = ArrayMap()  # array -> where FD perturbs it: its first use of any kind
         self.pre_backward: dict[int, tuple[Any, float]] = {}  # id -> (array, max |grad| before the first backward)
         self.named_objective: float | None = None
         self.nonfinite_loss = False
@@ -265,8 +266,9 @@ class CaptureListener(hooks.Listener):
         self.iters: dict[int, _Iter] = {}
         self.bwd_iters: dict[int, _Iter] = {}
         self.grad_owner: dict[int, Any] = {}
-        self.outputs_written: set[int] = set()
-        self.loss_ids: set[int] = set()
+        # By identity, not id(): freed outputs' addresses are reused by later arrays (a rebuilt parameter).
+        self.outputs_written = ArraySet()
+        self.loss_ids = ArraySet()
         self.leaf_candidates: dict[int, Any] = {}
         self.named_params: dict[str, Any] = {}
         self.leaf_names: list[str | None] = []
@@ -276,14 +278,13 @@ class CaptureListener(hooks.Listener):
         self.unseeded_backward = False
         # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
         self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
-        self.updated: set[int] = set()  # parameters written by an update since the iteration's backward
+        self.updated = ArraySet()  # parameters written by an update since the iteration's backward
         self.capturing = False
         self.loose: dict[int, tuple[str, Any]] = {}  # uses outside the tape since the last update or backward
         self.untaped_occ: dict[str, int] = {}
         self.untaped_copy_occ = 0
         self.host_read_occ = 0
-        self.pending_uses: dict[int, str] = {}
-        self.pending_arrays: dict[int, Any] = {}
+        self.pending_uses: ArrayMap[str] = ArrayMap()
         self.history: dict[str, list[tuple[int, np.ndarray]]] = {}  # (iteration, consumed gradient), by name
         self.graph_events: list[str] = []  # what was recorded into, or replayed from, a captured graph
         # fd mode
@@ -315,8 +316,7 @@ class CaptureListener(hooks.Listener):
                 self._new_iteration()
             else:
                 self.phase = "pending"  # resolved by the next use of a consumed parameter, or by backward
-                self.pending_uses = {}
-                self.pending_arrays = {}
+                self.pending_uses = ArrayMap()
         elif self.phase == "backward":
             self.phase = "forward"
 
@@ -331,21 +331,20 @@ class CaptureListener(hooks.Listener):
         return not rec.owners  # nothing to compare: every consumption ends an iteration
 
     def _resolve_pending(self, same_iteration: bool) -> None:
-        uses, self.pending_uses = self.pending_uses, {}
-        arrays, self.pending_arrays = self.pending_arrays, {}
+        uses, self.pending_uses = self.pending_uses, ArrayMap()
         if same_iteration:
             self.phase = "forward"
         else:
             self._new_iteration()  # a parameter rebuilt as a new array: the old one is never used again
-            for oid, role in uses.items():
-                self._crosscheck_rebuilt(role, arrays[oid])
+            for arr, role in uses.items():
+                self._crosscheck_rebuilt(role, arr)
         rec = self._iter(self.iters, self.it)
         if rec is not None:
-            for oid, role in uses.items():
-                if oid not in rec.first_use:
-                    rec.first_use[oid] = role
-                    loose = self.loose.get(oid)
-                    rec.perturb_at[oid] = loose[0] if loose is not None and loose[1] is arrays.get(oid) else role
+            for arr, role in uses.items():
+                if arr not in rec.first_use:
+                    rec.first_use[arr] = role
+                    loose = self.loose.get(id(arr))
+                    rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
 
     def _new_iteration(self) -> None:
         done = self.iters.get(self.it)
@@ -356,7 +355,7 @@ class CaptureListener(hooks.Listener):
         self.it += 1
         self.phase = "forward"
         self.update_seen = False
-        self.updated = set()
+        self.updated = ArraySet()
         if self.scheme != "consume":
             return
         if self.mode == "capture" and self.it > self.record_until:
@@ -391,16 +390,15 @@ class CaptureListener(hooks.Listener):
             if rec is not None and id(arr) in rec.owners and rec.owners[id(arr)] is arr:
                 self._resolve_pending(same_iteration=True)  # the unchanged parameter is used again
             else:
-                self.pending_uses.setdefault(id(arr), role)
-                self.pending_arrays[id(arr)] = arr
+                self.pending_uses.setdefault(arr, role)
         for table, i in ((self.iters, self.it), (self.bwd_iters, self.bwd)):
             if table is self.iters and self.phase == "pending":
                 continue
             rec = self._iter(table, i)
-            if rec is not None and id(arr) not in rec.first_use:
-                rec.first_use[id(arr)] = role
+            if rec is not None and arr not in rec.first_use:
+                rec.first_use[arr] = role
                 loose = self.loose.get(id(arr))
-                rec.perturb_at[id(arr)] = loose[0] if loose is not None and loose[1] is arr else role
+                rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
         if arr.grad is not None:
             self.grad_owner[id(arr.grad)] = arr
         if self.mode == "fd":
@@ -456,11 +454,11 @@ class CaptureListener(hooks.Listener):
             self.launching = None
             for out in call.outputs:
                 for _, arr in hooks.iter_arrays(out):
-                    self.outputs_written.add(id(arr))
+                    self.outputs_written.add(arr)
                     self.leaf_candidates.pop(id(arr), None)
             for arg in call.inputs:
                 for _, arr in hooks.iter_arrays(arg):
-                    if arr.requires_grad and id(arr) not in self.outputs_written:
+                    if arr.requires_grad and arr not in self.outputs_written:
                         self.leaf_candidates.setdefault(id(arr), arr)
         elif not call.in_optimizer:
             rec = self.iters.get(self.it)
@@ -518,8 +516,9 @@ class CaptureListener(hooks.Listener):
             return
         prev = self.iters.get(self.it - 1)
         if prev is not None:
-            for oid, r in prev.first_use.items():
-                if _same_slot(r, role) and oid in prev.params and prev.owners[oid] is not arr:
+            for used, r in prev.first_use.items():
+                oid = id(used)
+                if _same_slot(r, role) and prev.owners.get(oid) is used and used is not arr:
                     self._crosscheck(prev, prev.owners[oid], arr)
                     return
 
@@ -634,19 +633,19 @@ class CaptureListener(hooks.Listener):
             if rec is not None:
                 # Without an update to watch, the gradient right after backward is what a caller reads.
                 for owner in list(self.named_params.values()) or list(self.leaf_candidates.values()):
-                    if owner.grad is not None and id(owner) not in self.loss_ids:
+                    if owner.grad is not None and owner not in self.loss_ids:
                         self._record_param(rec, owner, owner.grad, "read after backward", final=False)
         self.bwd += 1
 
     def _seeded_value(self, written: list, loss, grads) -> tuple[float, list[str]]:
         if loss is not None:
-            self.loss_ids.add(id(loss))
+            self.loss_ids.add(loss)
             self.leaf_candidates.pop(id(loss), None)
             return scalar_of(loss), [f"tape.backward(loss={name_of(loss) or 'loss'})"]
         if grads:
             total, seeds = 0.0, []
             for arr, seed in grads.items():
-                self.loss_ids.add(id(arr))
+                self.loss_ids.add(arr)
                 self.leaf_candidates.pop(id(arr), None)
                 sv = _np(seed).astype(np.float64)
                 total += float(np.sum(_np(arr).astype(np.float64) * sv))
@@ -660,11 +659,11 @@ class CaptureListener(hooks.Listener):
         # source); their dot product with the values is the objective being differentiated.
         total, seeds = 0.0, []
         for arr in written:
-            if arr.grad is None or id(arr) in self.loss_ids:
+            if arr.grad is None or arr in self.loss_ids:
                 continue
             g = _np(arr.grad).astype(np.float64)
             if np.any(g != 0):
-                self.loss_ids.add(id(arr))
+                self.loss_ids.add(arr)
                 self.leaf_candidates.pop(id(arr), None)
                 total += float(np.sum(g * _np(arr).astype(np.float64)))
                 kind = _seed_kind(g)
@@ -681,7 +680,7 @@ class CaptureListener(hooks.Listener):
         owner = self.grad_owner.get(id(arr))
         if owner is None or owner.grad is not arr:
             return None
-        if id(owner) in self.loss_ids or id(owner) in self.outputs_written:
+        if owner in self.loss_ids or owner in self.outputs_written:
             return None
         return owner
 
@@ -694,7 +693,7 @@ class CaptureListener(hooks.Listener):
             self.host_read_occ += 1
         rec = self.iters.get(self.it)
         fresh = (rec is not None and rec.backward_calls and self.phase != "pending"
-                 and (owner is None or id(owner) not in self.updated))
+                 and (owner is None or owner not in self.updated))
         if not fresh:
             # No backward of the update that will use this read precedes it (or the parameter was already
             # updated): a snapshot of an older gradient. Kept, since an update may apply exactly that.
@@ -713,7 +712,7 @@ class CaptureListener(hooks.Listener):
         owned = self.leaf_candidates.get(id(arr)) is arr or rec.owners.get(id(arr)) is arr
         if not owned:
             return
-        self.updated.add(id(arr))
+        self.updated.add(arr)
         early = self.early_reads.pop(id(arr.grad), None) if arr.grad is not None else None
         if id(arr) not in rec.params and early is not None and early[0] is arr.grad:
             self._record_param(rec, arr, early[1], "host read of its .grad BEFORE this iteration's backward: the "
@@ -867,7 +866,8 @@ class CaptureListener(hooks.Listener):
     def _iteration_payload(self, rec: _Iter, prefix: str) -> CapturedIteration:
         params = []
         for k, (oid, p) in enumerate(rec.params.items()):
-            role = rec.perturb_at.get(oid, rec.first_use.get(oid))
+            owner = rec.owners[oid]
+            role = rec.perturb_at.get(owner, rec.first_use.get(owner))
             gpath, vpath = self.outdir / f"{prefix}grad_{k}.npy", self.outdir / f"{prefix}value_{k}.npy"
             reads = p.get("grads") or [p["grad"]]
             np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])

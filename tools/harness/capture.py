@@ -22,6 +22,7 @@ forked process goes on from there as a perturbed "fd" run.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -238,6 +239,9 @@ class _Iter:
         self.pre_backward: dict[int, tuple[Any, float]] = {}  # id -> (array, max |grad| before the first backward)
         self.named_objective: float | None = None
         self.nonfinite_loss = False
+        # New arrays holding a consumed parameter's unchanged values (rebuilt from host values for another
+        # backward of the same update) -> id of the parameter they copy.
+        self.aliases: ArrayMap[int] = ArrayMap()
 
 
 class CaptureListener(hooks.Listener):
@@ -268,6 +272,7 @@ class CaptureListener(hooks.Listener):
         self.grad_owner: dict[int, Any] = {}
         # By identity, not id(): freed outputs' addresses are reused by later arrays (a rebuilt parameter).
         self.outputs_written = ArraySet()
+        self.tape_written = ArraySet()  # arrays a taped launch writes (outputs=, or inputs its source writes)
         self.loss_ids = ArraySet()
         self.leaf_candidates: dict[int, Any] = {}
         self.named_params: dict[str, Any] = {}
@@ -278,6 +283,8 @@ class CaptureListener(hooks.Listener):
         self.unseeded_backward = False
         # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
         self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
+        # The last gradients the script read to the host: a later hand seed equal to one is a handed-over adjoint.
+        self.grads_read: collections.deque[np.ndarray] = collections.deque(maxlen=64)
         self.updated = ArraySet()  # parameters written by an update since the iteration's backward
         self.capturing = False
         self.loose: dict[int, tuple[str, Any]] = {}  # uses outside the tape since the last update or backward
@@ -290,6 +297,7 @@ class CaptureListener(hooks.Listener):
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
         self.applied: dict[str, np.ndarray] = {}
+        self.deltas: ArrayMap[tuple[np.ndarray, np.ndarray]] = ArrayMap()  # perturbed array -> (before, delta)
         for p in spec.perturb if isinstance(spec, FdOptions) else []:
             self.perturb[p.role] = np.load(p.delta)
         # An FD hub: forks its evaluations at the first use of any of these roles (`serve`).
@@ -385,10 +393,19 @@ class CaptureListener(hooks.Listener):
     def _note_use(self, role: str, arr) -> None:
         if self.phase != "pending":
             self._crosscheck_rebuilt(role, arr)
+            self._rebuilt_since_backward(role, arr)
         if self.phase == "pending":
             rec = self.iters.get(self.it)
+            alias = self._unchanged_copy(rec, role, arr) if rec is not None else None
             if rec is not None and id(arr) in rec.owners and rec.owners[id(arr)] is arr:
                 self._resolve_pending(same_iteration=True)  # the unchanged parameter is used again
+            elif rec is not None and alias is not None:
+                # A new array with the parameter's unchanged values: no update happened, this backward feeds
+                # the same update (host-accumulated frames/scenes). FD perturbs it as the parameter itself.
+                rec.aliases[arr] = alias
+                self._resolve_pending(same_iteration=True)
+                if self.mode == "fd":
+                    self._perturb_alias(rec.owners[alias], arr)
             else:
                 self.pending_uses.setdefault(arr, role)
         for table, i in ((self.iters, self.it), (self.bwd_iters, self.bwd)):
@@ -403,6 +420,45 @@ class CaptureListener(hooks.Listener):
             self.grad_owner[id(arr.grad)] = arr
         if self.mode == "fd":
             self._perturb_at(role, arr)
+
+    def _rebuilt_since_backward(self, role: str, arr) -> None:
+        """A backward whose gradient nobody read, then a fresh leaf at a consumed parameter's slot: with the
+        parameter's values unchanged it is one more copy for the same update; with new values, the update
+        happened (an accumulator that skipped the last read) and the next iteration starts here."""
+        rec = self.iters.get(self.it)
+        if rec is None or self.phase not in ("forward", "backward") or not rec.params or arr in rec.first_use \
+                or arr in rec.aliases or id(arr) in rec.owners or arr in self.tape_written:
+            return
+        slots = [rec.first_use.get(owner) for owner in rec.owners.values()]
+        if not any(r is not None and _same_slot(r, role) for r in slots):
+            return
+        alias = self._unchanged_copy(rec, role, arr)
+        if alias is not None:
+            rec.aliases[arr] = alias
+            if self.mode == "fd":
+                self._perturb_alias(rec.owners[alias], arr)
+            return
+        self._new_iteration()
+        self._crosscheck_rebuilt(role, arr)
+
+    def _unchanged_copy(self, rec: _Iter, role: str, arr) -> int | None:
+        """The consumed parameter `arr` is a fresh copy of: same argument slot as its first use, identical
+        (unperturbed) values. None when there is none."""
+        new = _np(arr)
+        for oid, owner in rec.owners.items():
+            first = rec.first_use.get(owner)
+            if owner is arr or first is None or not _same_slot(first, role):
+                continue
+            perturbed = self.deltas.get(owner)
+            base = perturbed[0] if perturbed is not None else rec.params[oid]["value"]
+            if new.shape == base.shape and np.array_equal(new.astype(np.float64), base):
+                return oid
+        return None
+
+    def _perturb_alias(self, owner, arr) -> None:
+        perturbed = self.deltas.get(owner)
+        if perturbed is not None:
+            self._add(arr, perturbed[1])
 
     def _perturb_at(self, role: str, arr) -> None:
         """A use at `role`: where an FD run adds its perturbation, and where a hub forks its evaluations."""
@@ -428,7 +484,10 @@ class CaptureListener(hooks.Listener):
         self.outdir = Path(evaluation.outdir)
 
     def _apply(self, role: str, arr) -> None:
-        delta = self.perturb.pop(role)
+        self.applied[role] = self._add(arr, self.perturb.pop(role))
+
+    def _add(self, arr, delta: np.ndarray) -> np.ndarray:
+        """Add `delta` to `arr`'s storage; returns what was really added (after rounding to its dtype)."""
         with warp_compat.no_active_tape():
             hooks.STATE.in_hook += 1
             try:
@@ -439,7 +498,8 @@ class CaptureListener(hooks.Listener):
                 else:
                     arr.assign((before + delta.reshape(before.shape)).astype(_np(arr).dtype))
                 after = _np(arr).astype(np.float64)
-                self.applied[role] = after - before
+                self.deltas[arr] = (before, after - before)
+                return after - before
             finally:
                 hooks.STATE.in_hook -= 1
 
@@ -452,6 +512,11 @@ class CaptureListener(hooks.Listener):
             for role, arr in self._roles_of_launch(call):
                 self._note_use(role, arr)
             self.launching = None
+            written = _written_args(call.kernel)
+            for idx, arg in enumerate(call.args):
+                if idx >= len(call.inputs) or (written is not None and idx in written):
+                    for _, arr in hooks.iter_arrays(arg):
+                        self.tape_written.add(arr)
             for out in call.outputs:
                 for _, arr in hooks.iter_arrays(out):
                     self.outputs_written.add(arr)
@@ -563,8 +628,36 @@ class CaptureListener(hooks.Listener):
             p["crosscheck"] = (f"the parameter change is a plain step along the consumed gradient (residual "
                                f"{r_consumed:.1e})")
             return
+        if p.get("zeroed_between") and self._crosscheck_subset(p, residual, r_consumed):
+            return
         p["crosscheck"] = ("not a plain gradient step (momentum, Adam, clipping, a projection): the consumed "
                            "gradient is not cross-checked against the parameter change")
+
+    @staticmethod
+    def _crosscheck_subset(p: dict[str, Any], residual, r_all: float) -> bool:
+        """An update fed by several backward passes whose step follows the sum of only some of their gradient
+        reads (an accumulator that skips one): that partial sum is the gradient it applies. Tried over every
+        proper subset of at most 10 reads; True when one leaves only float rounding behind."""
+        reads = [g.reshape(-1) for g in p["grads"]]
+        if not 2 <= len(reads) <= 10:
+            return False
+        best: tuple[float, tuple[int, ...]] | None = None
+        for mask in range(1, (1 << len(reads)) - 1):
+            picked = tuple(i for i in range(len(reads)) if mask >> i & 1)
+            r = residual(np.sum([reads[i] for i in picked], axis=0))
+            if best is None or r < best[0]:
+                best = (r, picked)
+        if best is None or best[0] >= 1e-3 or best[0] * 10 >= r_all:
+            return False
+        r, picked = best
+        left_out = [i for i in range(len(reads)) if i not in picked]
+        p["grads"], p["zeroed_between"] = [np.sum([p["grads"][i] for i in picked], axis=0)], False
+        p["how"] += (f"; cross-check: the parameter change is a step along the sum of reads {list(picked)} only "
+                     f"(residual {r:.1e}; all {len(reads)} reads: {r_all:.1e}): the update applies that sum, without "
+                     f"the gradient read after backward pass(es) {left_out}")
+        p["crosscheck"] = (f"the update applies the gradients read after {len(picked)} of the {len(reads)} backward "
+                           f"passes that feed it (left out: {left_out})")
+        return True
 
     def tape_enter(self, tape) -> None:
         self._forward_activity()
@@ -649,9 +742,9 @@ class CaptureListener(hooks.Listener):
                 self.leaf_candidates.pop(id(arr), None)
                 sv = _np(seed).astype(np.float64)
                 total += float(np.sum(_np(arr).astype(np.float64) * sv))
-                kind = _seed_kind(sv)
+                kind = self._seed_kind(sv)
                 seeds.append(f"grads={{{name_of(arr) or 'array'}: {kind}}}")
-                if kind == "boundary seed":
+                if kind.startswith("boundary seed"):
                     self._last_boundary.append(sv.copy())
             return total, seeds
         # Seeded by hand (`x.grad.fill_(1)`, `.grad.assign(...)`): the seeds are the nonzero grads of
@@ -666,9 +759,9 @@ class CaptureListener(hooks.Listener):
                 self.loss_ids.add(arr)
                 self.leaf_candidates.pop(id(arr), None)
                 total += float(np.sum(g * _np(arr).astype(np.float64)))
-                kind = _seed_kind(g)
+                kind = self._seed_kind(g)
                 seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad ({kind})")
-                if kind == "boundary seed":
+                if kind.startswith("boundary seed"):
                     self._last_boundary.append(g.copy())
         if not seeds:
             self.notes.append("tape.backward() was called with no loss, no grads= and no nonzero seed gradient")
@@ -684,7 +777,18 @@ class CaptureListener(hooks.Listener):
             return None
         return owner
 
+    def _seed_kind(self, seed: np.ndarray) -> str:
+        """`_seed_kind`, except that a seed equal to a gradient the script read after an earlier backward is an
+        adjoint handed over between backward passes (hand-written checkpointing), whatever its shape: a
+        one-element or uniform adjoint looks like a loss seed but is not one."""
+        if np.any(seed) and any(r.shape == seed.shape and np.array_equal(r, seed) for r in self.grads_read):
+            return "boundary seed (a gradient read after another backward)"
+        return _seed_kind(seed)
+
     def grad_read(self, arr, how: str) -> None:
+        holder = self.grad_owner.get(id(arr))
+        if holder is not None and holder.grad is arr:
+            self.grads_read.append(_np(arr).astype(np.float64).copy())
         owner = self._owner_of_grad(arr)
         if owner is None:
             # Maybe a host read of values (a use the perturbation must precede), maybe an early read of a
@@ -740,11 +844,17 @@ class CaptureListener(hooks.Listener):
             return  # no backward in this iteration yet: nothing to consume
         self.consumed_any = True
         self.phase = "consuming"
-        if id(owner) not in rec.params:
+        oid = rec.aliases.get(owner, id(owner))
+        if oid not in rec.params:
             self._record_param(rec, owner, grad, how, final=True)
-        elif rec.params[id(owner)].get("read_at_call") != rec.backward_calls:
-            rec.params[id(owner)]["grads"].append(_np(grad).astype(np.float64).copy())
-            rec.params[id(owner)]["read_at_call"] = rec.backward_calls
+        elif rec.params[oid].get("read_at_call") != rec.backward_calls:
+            rec.params[oid]["grads"].append(_np(grad).astype(np.float64).copy())
+            rec.params[oid]["read_at_call"] = rec.backward_calls
+            if rec.owners[oid] is not owner:
+                # Each copy's .grad starts at zero: the update can only apply the reads' sum (a host accumulator).
+                rec.params[oid]["zeroed_between"] = True
+                rec.params[oid]["how"] = (f"the sum of {len(rec.params[oid]['grads'])} host reads of its .grad, "
+                                          "one per backward of this update, each from a fresh copy of it")
 
     def _record_param(self, rec: _Iter, owner, grad, how: str, final: bool) -> None:
         name = name_of(owner) or f"param{len(rec.params)}"

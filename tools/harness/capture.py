@@ -274,6 +274,7 @@ class CaptureListener(hooks.Listener):
         self.outputs_written = ArraySet()
         self.tape_written = ArraySet()  # arrays a taped launch writes (outputs=, or inputs its source writes)
         self.loss_ids = ArraySet()
+        self.seeded_loss_read = False  # a host read of an array seeded into backward, after that backward
         self.leaf_candidates: dict[int, Any] = {}
         self.named_params: dict[str, Any] = {}
         self.leaf_names: list[str | None] = []
@@ -599,6 +600,11 @@ class CaptureListener(hooks.Listener):
         if new_value.shape != p["value"].shape:
             return
         dp = (new_value - p["value"]).reshape(-1)
+        raw = _np(new)
+        # The new value is rounded to the parameter's dtype: a float32 step small against the parameter leaves a
+        # residual of order eps·|p|/|Δp| along no gradient at all. A plain step is judged against that floor.
+        eps = float(np.finfo(raw.dtype).eps) if np.issubdtype(raw.dtype, np.floating) else 0.0
+        tol = max(1e-3, 4.0 * eps * float(np.linalg.norm(new_value)) / max(float(np.linalg.norm(dp)), 1e-300))
         if not np.any(dp):
             p["crosscheck"] = "the update left the parameter unchanged"
             return
@@ -616,7 +622,7 @@ class CaptureListener(hooks.Listener):
         older = [(rec.index - i, old) for i, old in self.history.get(p["name"], [])
                  if i < rec.index and old.size == consumed.size]
         best = min(((residual(old.reshape(-1)), k, old) for k, old in older), default=None, key=lambda t: t[0])
-        if best is not None and best[0] < 1e-3 and best[0] * 10 < r_consumed:
+        if best is not None and best[0] < tol and best[0] * 10 < r_consumed:
             r, k, old = best
             p["grads"], p["zeroed_between"], p["stale_read"] = [old.reshape(p["grad"].shape)], False, True
             p["how"] += (f"; cross-check: the parameter change is a step along the gradient consumed {k} "
@@ -624,14 +630,15 @@ class CaptureListener(hooks.Listener):
                          "gradient")
             p["crosscheck"] = f"the parameter change follows the gradient of {k} iteration(s) earlier: a stale gradient"
             return
-        if r_consumed < 1e-3:
+        if r_consumed < tol:
             p["crosscheck"] = (f"the parameter change is a plain step along the consumed gradient (residual "
-                               f"{r_consumed:.1e})")
+                               f"{r_consumed:.1e}{f', within the {raw.dtype} rounding of the new value' if tol > 1e-3 else ''})")
             return
         if p.get("zeroed_between") and self._crosscheck_subset(p, residual, r_consumed):
             return
-        p["crosscheck"] = ("not a plain gradient step (momentum, Adam, clipping, a projection): the consumed "
-                           "gradient is not cross-checked against the parameter change")
+        p["crosscheck"] = (f"the parameter change is not a plain step along the consumed gradient (residual "
+                           f"{r_consumed:.1e}, rounding allows {tol:.1e}; momentum, Adam, clipping or a projection "
+                           "would do this): the consumed gradient is not cross-checked against it")
 
     @staticmethod
     def _crosscheck_subset(p: dict[str, Any], residual, r_all: float) -> bool:
@@ -786,6 +793,8 @@ class CaptureListener(hooks.Listener):
         return _seed_kind(seed)
 
     def grad_read(self, arr, how: str) -> None:
+        if arr in self.loss_ids:
+            self.seeded_loss_read = True
         holder = self.grad_owner.get(id(arr))
         if holder is not None and holder.grad is arr:
             self.grads_read.append(_np(arr).astype(np.float64).copy())
@@ -968,6 +977,7 @@ class CaptureListener(hooks.Listener):
             unseeded_backward=self.unseeded_backward,
             graph_events=sorted(set(self.graph_events)),
             seeded_trajectory=[table[i].objective for i in sorted(table) if table[i].backward_calls],
+            seeded_loss_read=self.seeded_loss_read,
             leaf_candidates=candidates[:20],
             stopped_at=self.stopped_at,
             notes=self.notes,

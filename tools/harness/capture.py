@@ -30,7 +30,18 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import warp as wp
 
-from . import hooks, warp_compat
+from . import crosscheck, hooks, warp_compat
+from .capture_values import (  # name_of, frame_value, scalar_of are also capture's API to other listeners
+    _np,
+    _same_slot,
+    _seed_kind,
+    _tape_arrays,
+    _written_args,
+    frame_value,
+    name_of,
+    scalar_of,
+    written_arrays,
+)
 from .identity import ArrayMap, ArraySet
 from .protocol import (
     CaptureConfig,
@@ -46,150 +57,6 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from .main import Session
-
-
-def _np(a) -> np.ndarray:
-    return hooks.original("numpy")(a)
-
-
-def _is_user_file(fn: str) -> bool:
-    return not (fn.startswith((hooks._WARP_DIR, hooks._HARNESS_DIR, "<")) or fn == hooks._FAKE_FILENAME or "site-packages" in fn or "/lib/python3" in fn)
-
-
-def name_of(obj: Any, frame=None) -> str | None:
-    """Best-effort variable name of `obj` in the user's frames: `x`, `state.q`, `params[2]`, `self.k`."""
-    f = frame or hooks.user_frame(2)
-    seen_globals = set()
-    while f is not None:
-        if _is_user_file(f.f_code.co_filename):
-            scopes = [f.f_locals]
-            if id(f.f_globals) not in seen_globals:
-                seen_globals.add(id(f.f_globals))
-                scopes.append(f.f_globals)
-            for scope in scopes:
-                found = _search_scope(obj, scope)
-                if found:
-                    return found
-        f = f.f_back
-    return None
-
-
-def _search_scope(obj: Any, scope: dict) -> str | None:
-    items = [(k, v) for k, v in list(scope.items()) if not k.startswith("__")]
-    for k, v in items:
-        if v is obj:
-            return k
-    for k, v in items:
-        if isinstance(v, (list, tuple)) and len(v) < 10_000:
-            for i, e in enumerate(v):
-                if e is obj:
-                    return f"{k}[{i}]"
-        elif isinstance(v, dict) and len(v) < 10_000:
-            for kk, e in v.items():
-                if e is obj:
-                    return f"{k}[{kk!r}]"
-        elif hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ not in ("builtins",):
-            try:
-                attrs = vars(v)
-            except TypeError:
-                continue
-            for a, e in attrs.items():
-                if e is obj:
-                    return f"{k}.{a}"
-        fields = warp_compat.struct_field_names(v)
-        if fields is not None:
-            for a in fields:
-                if getattr(v, a, None) is obj:
-                    return f"{k}.{a}"
-    return None
-
-
-def frame_value(name: str):
-    """Look `name` up in the user's frames, innermost first (`--objective NAME`)."""
-    f = hooks.user_frame(2)
-    base, *attrs = name.split(".")
-    while f is not None:
-        if _is_user_file(f.f_code.co_filename):
-            for scope in (f.f_locals, f.f_globals):
-                if base in scope:
-                    v = scope[base]
-                    for a in attrs:
-                        v = getattr(v, a)
-                    return v
-        f = f.f_back
-    raise KeyError(name)
-
-
-def scalar_of(value) -> float:
-    if isinstance(value, wp.array):
-        return float(np.sum(_np(value).astype(np.float64)))
-    return float(np.sum(np.asarray(value, dtype=np.float64)))
-
-
-def _seed_kind(g: np.ndarray) -> str:
-    """What a hand seed is: the adjoint of a scalar loss (`scalar seed`), a uniform weight on every entry
-    (`uniform seed`: the implied objective is c * sum(y)), or an arbitrary adjoint (`boundary seed`: an
-    adjoint handed over from another backward pass, as hand-written checkpointing does)."""
-    nz = g[g != 0]
-    if g.size == 1:
-        return "scalar seed"
-    if nz.size == g.size and np.all(nz == nz.flat[0]):
-        return "uniform seed"
-    return "boundary seed"
-
-
-_WRITES: dict[str, set[int] | None] = {}
-
-
-def _written_args(kernel) -> set[int] | None:
-    """Indices of the kernel arguments its source writes (None when the source cannot be analysed)."""
-    key = getattr(kernel, "key", None) or str(id(kernel))
-    if key not in _WRITES:
-        try:
-            from ..kernel_access import analyze_kernel, summarize
-
-            ka = analyze_kernel(warp_compat.kernel_source(kernel).source, name=kernel.func.__name__)
-            _WRITES[key] = {a.index for a in ka.args if summarize(a.accesses).written}
-        except Exception:  # noqa: BLE001 - an unparsable source: fall back to outputs=
-            _WRITES[key] = None
-    return _WRITES[key]
-
-
-def _same_slot(a: str, b: str) -> bool:
-    """Two roles name the same argument slot of the same kernel (or copy), whatever the occurrence count:
-    `launch:k:3:1` and `launch:k:7:1` are both argument 1 of kernel k."""
-    pa, pb = a.split(":"), b.split(":")
-    if len(pa) != len(pb) or pa[0] != pb[0]:
-        return False
-    if pa[0] == "launch":  # launch:KERNEL:OCCURRENCE:ARG[.field]
-        return pa[1] == pb[1] and pa[3:] == pb[3:]
-    return pa[2:] == pb[2:]  # copy:OCCURRENCE:src
-
-
-def _launch_arrays(tape):
-    """(kernel, argument index, number of inputs, array) for every array argument of the tape's launches."""
-    for entry in warp_compat.tape_records(tape):
-        launch = warp_compat.kernel_record(entry)
-        if launch is not None:
-            inputs, outputs = launch.inputs, launch.outputs
-            for idx, arg in enumerate(inputs + outputs):
-                for _, arr in hooks.iter_arrays(arg):
-                    yield launch.kernel, idx, len(inputs), arr
-
-
-def _tape_arrays(tape) -> list:
-    """Every array the tape's launches take, in launch order, without repeats."""
-    return list({id(arr): arr for _, _, _, arr in _launch_arrays(tape)}.values())
-
-
-def written_arrays(tape) -> list:
-    """Arrays the tape's launches write (outputs=, or inputs the kernel source writes), without repeats."""
-    seen: dict[int, Any] = {}
-    for kernel, idx, n_inputs, arr in _launch_arrays(tape):
-        written = _written_args(kernel)
-        if idx >= n_inputs or (written is not None and idx in written):
-            seen.setdefault(id(arr), arr)
-    return list(seen.values())
 
 
 class RunListener(hooks.Listener):
@@ -589,82 +456,13 @@ class CaptureListener(hooks.Listener):
                     return
 
     def _crosscheck(self, rec: _Iter | None, owner, new) -> None:
-        """Where the update is a plain step, the parameter's own change says which gradient it applied:
-        Δp = -lr·g. Confirms the consumed gradient, or finds the older gradient the step really followed."""
+        """Where the update is a plain step, the parameter's own change says which gradient it applied
+        (`crosscheck.step`)."""
         if rec is None or self.mode != "capture" or rec.owners.get(id(owner)) is not owner:
             return
         p = rec.params[id(owner)]
-        if p.get("crosscheck"):
-            return
-        new_value = _np(new).astype(np.float64)
-        if new_value.shape != p["value"].shape:
-            return
-        dp = (new_value - p["value"]).reshape(-1)
-        raw = _np(new)
-        # The new value is rounded to the parameter's dtype: a float32 step small against the parameter leaves a
-        # residual of order eps·|p|/|Δp| along no gradient at all. A plain step is judged against that floor.
-        eps = float(np.finfo(raw.dtype).eps) if np.issubdtype(raw.dtype, np.floating) else 0.0
-        tol = max(1e-3, 4.0 * eps * float(np.linalg.norm(new_value)) / max(float(np.linalg.norm(dp)), 1e-300))
-        if not np.any(dp):
-            p["crosscheck"] = "the update left the parameter unchanged"
-            return
-        consumed = (np.sum(p["grads"], axis=0) if p.get("zeroed_between") else p["grads"][-1]).reshape(-1)
-
-        def residual(g: np.ndarray) -> float:
-            """Relative residual of the best plain step Δp = -lr·g (lr > 0 by least squares); 1 when none."""
-            gg = float(np.dot(g, g))
-            lr = -float(np.dot(dp, g)) / gg if gg > 0 else 0.0
-            return float(np.linalg.norm(dp + lr * g) / np.linalg.norm(dp)) if lr > 0 else 1.0
-
-        # Successive gradients are often nearly parallel, so "which one" is read off the residual, not the
-        # angle: the gradient the step really applied leaves only float rounding behind.
-        r_consumed = residual(consumed)
-        older = [(rec.index - i, old) for i, old in self.history.get(p["name"], [])
-                 if i < rec.index and old.size == consumed.size]
-        best = min(((residual(old.reshape(-1)), k, old) for k, old in older), default=None, key=lambda t: t[0])
-        if best is not None and best[0] < tol and best[0] * 10 < r_consumed:
-            r, k, old = best
-            p["grads"], p["zeroed_between"], p["stale_read"] = [old.reshape(p["grad"].shape)], False, True
-            p["how"] += (f"; cross-check: the parameter change is a step along the gradient consumed {k} "
-                         f"iteration(s) earlier (residual {r:.1e}), not this iteration's ({r_consumed:.1e}): a stale "
-                         "gradient")
-            p["crosscheck"] = f"the parameter change follows the gradient of {k} iteration(s) earlier: a stale gradient"
-            return
-        if r_consumed < tol:
-            p["crosscheck"] = (f"the parameter change is a plain step along the consumed gradient (residual "
-                               f"{r_consumed:.1e}{f', within the {raw.dtype} rounding of the new value' if tol > 1e-3 else ''})")
-            return
-        if p.get("zeroed_between") and self._crosscheck_subset(p, residual, r_consumed):
-            return
-        p["crosscheck"] = (f"the parameter change is not a plain step along the consumed gradient (residual "
-                           f"{r_consumed:.1e}, rounding allows {tol:.1e}; momentum, Adam, clipping or a projection "
-                           "would do this): the consumed gradient is not cross-checked against it")
-
-    @staticmethod
-    def _crosscheck_subset(p: dict[str, Any], residual, r_all: float) -> bool:
-        """An update fed by several backward passes whose step follows the sum of only some of their gradient
-        reads (an accumulator that skips one): that partial sum is the gradient it applies. Tried over every
-        proper subset of at most 10 reads; True when one leaves only float rounding behind."""
-        reads = [g.reshape(-1) for g in p["grads"]]
-        if not 2 <= len(reads) <= 10:
-            return False
-        best: tuple[float, tuple[int, ...]] | None = None
-        for mask in range(1, (1 << len(reads)) - 1):
-            picked = tuple(i for i in range(len(reads)) if mask >> i & 1)
-            r = residual(np.sum([reads[i] for i in picked], axis=0))
-            if best is None or r < best[0]:
-                best = (r, picked)
-        if best is None or best[0] >= 1e-3 or best[0] * 10 >= r_all:
-            return False
-        r, picked = best
-        left_out = [i for i in range(len(reads)) if i not in picked]
-        p["grads"], p["zeroed_between"] = [np.sum([p["grads"][i] for i in picked], axis=0)], False
-        p["how"] += (f"; cross-check: the parameter change is a step along the sum of reads {list(picked)} only "
-                     f"(residual {r:.1e}; all {len(reads)} reads: {r_all:.1e}): the update applies that sum, without "
-                     f"the gradient read after backward pass(es) {left_out}")
-        p["crosscheck"] = (f"the update applies the gradients read after {len(picked)} of the {len(reads)} backward "
-                           f"passes that feed it (left out: {left_out})")
-        return True
+        if not p.get("crosscheck"):
+            crosscheck.step(p, rec.index, self.history.get(p["name"], []), _np(new))
 
     def tape_enter(self, tape) -> None:
         self._forward_activity()

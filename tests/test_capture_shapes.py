@@ -145,3 +145,13 @@ def test_an_objective_the_perturbation_never_reaches_is_named_as_such_not_as_a_s
     assert r.passed is None and r.perturbation_unreached, (r.signature, r.reason)
     assert "never reached" in r.reason and "piecewise" not in r.reason
     assert r.objective_kind == "partial"
+
+
+@pytest.mark.parametrize("args", [(), ("--drop-velocity-adjoint",)])
+def test_one_element_adjoints_handed_between_checkpointed_segments_are_not_a_loss(tmp_path, args):
+    # The state is one shell (one-element arrays): each boundary adjoint looks like a scalar loss seed, but it
+    # is the gradient the script read after the next segment's backward. Checking one segment's seeded dot
+    # product passed the version that drops the velocity adjoint; a piece of a backward is never `correct`.
+    r = _check(tmp_path, "checkpoint_scalar_state", *args)
+    assert r.passed is None and r.signature == "inconclusive", (r.signature, r.reason)
+    assert "multi-tape backward" in r.reason and "read after another backward" in r.reason

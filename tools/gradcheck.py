@@ -493,7 +493,13 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
             res.notes.append(f"the script prints {factor:.6g}× the loss it passes to backward; the check "
                              "differences the loss passed to backward")
             factor = None
-        if printed == "different":
+        if printed == "different" and cap.seeded_loss_read:
+            # The script reads the seeded loss array itself: the numbers may be that loss printed at another
+            # cadence (every k iterations, per frame), so "not the seeded loss" would not be a measured fact.
+            res.notes.append("the printed numbers do not line up with the seeded losses iteration by iteration, and "
+                             "the script reads the seeded loss array back after backward; the check differenced the "
+                             "seeded loss")
+        elif printed == "different":
             res.notes.append("the loss the script prints is not the loss seeded into backward; the check differenced "
                              "the seeded one. If the printed quantity is the real objective, rerun with --objective "
                              "VARIABLE")

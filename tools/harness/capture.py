@@ -22,6 +22,7 @@ forked process goes on from there as a perturbed "fd" run.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,7 +30,19 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import warp as wp
 
-from . import hooks, warp_compat
+from . import crosscheck, hooks, warp_compat
+from .capture_values import (  # name_of, frame_value, scalar_of are also capture's API to other listeners
+    _np,
+    _same_slot,
+    _seed_kind,
+    _tape_arrays,
+    _written_args,
+    frame_value,
+    name_of,
+    scalar_of,
+    written_arrays,
+)
+from .identity import ArrayMap, ArraySet
 from .protocol import (
     CaptureConfig,
     CapturedIteration,
@@ -44,150 +57,6 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from .main import Session
-
-
-def _np(a) -> np.ndarray:
-    return hooks.original("numpy")(a)
-
-
-def _is_user_file(fn: str) -> bool:
-    return not (fn.startswith((hooks._WARP_DIR, hooks._HARNESS_DIR, "<")) or fn == hooks._FAKE_FILENAME or "site-packages" in fn or "/lib/python3" in fn)
-
-
-def name_of(obj: Any, frame=None) -> str | None:
-    """Best-effort variable name of `obj` in the user's frames: `x`, `state.q`, `params[2]`, `self.k`."""
-    f = frame or hooks.user_frame(2)
-    seen_globals = set()
-    while f is not None:
-        if _is_user_file(f.f_code.co_filename):
-            scopes = [f.f_locals]
-            if id(f.f_globals) not in seen_globals:
-                seen_globals.add(id(f.f_globals))
-                scopes.append(f.f_globals)
-            for scope in scopes:
-                found = _search_scope(obj, scope)
-                if found:
-                    return found
-        f = f.f_back
-    return None
-
-
-def _search_scope(obj: Any, scope: dict) -> str | None:
-    items = [(k, v) for k, v in list(scope.items()) if not k.startswith("__")]
-    for k, v in items:
-        if v is obj:
-            return k
-    for k, v in items:
-        if isinstance(v, (list, tuple)) and len(v) < 10_000:
-            for i, e in enumerate(v):
-                if e is obj:
-                    return f"{k}[{i}]"
-        elif isinstance(v, dict) and len(v) < 10_000:
-            for kk, e in v.items():
-                if e is obj:
-                    return f"{k}[{kk!r}]"
-        elif hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ not in ("builtins",):
-            try:
-                attrs = vars(v)
-            except TypeError:
-                continue
-            for a, e in attrs.items():
-                if e is obj:
-                    return f"{k}.{a}"
-        fields = warp_compat.struct_field_names(v)
-        if fields is not None:
-            for a in fields:
-                if getattr(v, a, None) is obj:
-                    return f"{k}.{a}"
-    return None
-
-
-def frame_value(name: str):
-    """Look `name` up in the user's frames, innermost first (`--objective NAME`)."""
-    f = hooks.user_frame(2)
-    base, *attrs = name.split(".")
-    while f is not None:
-        if _is_user_file(f.f_code.co_filename):
-            for scope in (f.f_locals, f.f_globals):
-                if base in scope:
-                    v = scope[base]
-                    for a in attrs:
-                        v = getattr(v, a)
-                    return v
-        f = f.f_back
-    raise KeyError(name)
-
-
-def scalar_of(value) -> float:
-    if isinstance(value, wp.array):
-        return float(np.sum(_np(value).astype(np.float64)))
-    return float(np.sum(np.asarray(value, dtype=np.float64)))
-
-
-def _seed_kind(g: np.ndarray) -> str:
-    """What a hand seed is: the adjoint of a scalar loss (`scalar seed`), a uniform weight on every entry
-    (`uniform seed`: the implied objective is c * sum(y)), or an arbitrary adjoint (`boundary seed`: an
-    adjoint handed over from another backward pass, as hand-written checkpointing does)."""
-    nz = g[g != 0]
-    if g.size == 1:
-        return "scalar seed"
-    if nz.size == g.size and np.all(nz == nz.flat[0]):
-        return "uniform seed"
-    return "boundary seed"
-
-
-_WRITES: dict[str, set[int] | None] = {}
-
-
-def _written_args(kernel) -> set[int] | None:
-    """Indices of the kernel arguments its source writes (None when the source cannot be analysed)."""
-    key = getattr(kernel, "key", None) or str(id(kernel))
-    if key not in _WRITES:
-        try:
-            from ..kernel_access import analyze_kernel, summarize
-
-            ka = analyze_kernel(warp_compat.kernel_source(kernel).source, name=kernel.func.__name__)
-            _WRITES[key] = {a.index for a in ka.args if summarize(a.accesses).written}
-        except Exception:  # noqa: BLE001 - an unparsable source: fall back to outputs=
-            _WRITES[key] = None
-    return _WRITES[key]
-
-
-def _same_slot(a: str, b: str) -> bool:
-    """Two roles name the same argument slot of the same kernel (or copy), whatever the occurrence count:
-    `launch:k:3:1` and `launch:k:7:1` are both argument 1 of kernel k."""
-    pa, pb = a.split(":"), b.split(":")
-    if len(pa) != len(pb) or pa[0] != pb[0]:
-        return False
-    if pa[0] == "launch":  # launch:KERNEL:OCCURRENCE:ARG[.field]
-        return pa[1] == pb[1] and pa[3:] == pb[3:]
-    return pa[2:] == pb[2:]  # copy:OCCURRENCE:src
-
-
-def _launch_arrays(tape):
-    """(kernel, argument index, number of inputs, array) for every array argument of the tape's launches."""
-    for entry in warp_compat.tape_records(tape):
-        launch = warp_compat.kernel_record(entry)
-        if launch is not None:
-            inputs, outputs = launch.inputs, launch.outputs
-            for idx, arg in enumerate(inputs + outputs):
-                for _, arr in hooks.iter_arrays(arg):
-                    yield launch.kernel, idx, len(inputs), arr
-
-
-def _tape_arrays(tape) -> list:
-    """Every array the tape's launches take, in launch order, without repeats."""
-    return list({id(arr): arr for _, _, _, arr in _launch_arrays(tape)}.values())
-
-
-def written_arrays(tape) -> list:
-    """Arrays the tape's launches write (outputs=, or inputs the kernel source writes), without repeats."""
-    seen: dict[int, Any] = {}
-    for kernel, idx, n_inputs, arr in _launch_arrays(tape):
-        written = _written_args(kernel)
-        if idx >= n_inputs or (written is not None and idx in written):
-            seen.setdefault(id(arr), arr)
-    return list(seen.values())
 
 
 class RunListener(hooks.Listener):
@@ -226,17 +95,20 @@ class _Iter:
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.first_use: dict[int, str] = {}  # id(array) -> role of its first taped use in this iteration
+        self.first_use: ArrayMap[str] = ArrayMap()  # array -> role of its first taped use in this iteration
         self.objective = 0.0
         self.seeds: list[str] = []
         self.backward_calls = 0
         self.params: dict[int, dict[str, Any]] = {}  # id(owner) -> record
         self.owners: dict[int, Any] = {}
         self.boundary_values: list[np.ndarray] = []  # non-uniform hand seeds, in order
-        self.perturb_at: dict[int, str] = {}  # id -> where FD perturbs it: its first use of any kind
+        self.perturb_at: ArrayMap[str] = ArrayMap()  # array -> where FD perturbs it: its first use of any kind
         self.pre_backward: dict[int, tuple[Any, float]] = {}  # id -> (array, max |grad| before the first backward)
         self.named_objective: float | None = None
         self.nonfinite_loss = False
+        # New arrays holding a consumed parameter's unchanged values (rebuilt from host values for another
+        # backward of the same update) -> id of the parameter they copy.
+        self.aliases: ArrayMap[int] = ArrayMap()
 
 
 class CaptureListener(hooks.Listener):
@@ -265,8 +137,11 @@ class CaptureListener(hooks.Listener):
         self.iters: dict[int, _Iter] = {}
         self.bwd_iters: dict[int, _Iter] = {}
         self.grad_owner: dict[int, Any] = {}
-        self.outputs_written: set[int] = set()
-        self.loss_ids: set[int] = set()
+        # By identity, not id(): freed outputs' addresses are reused by later arrays (a rebuilt parameter).
+        self.outputs_written = ArraySet()
+        self.tape_written = ArraySet()  # arrays a taped launch writes (outputs=, or inputs its source writes)
+        self.loss_ids = ArraySet()
+        self.seeded_loss_read = False  # a host read of an array seeded into backward, after that backward
         self.leaf_candidates: dict[int, Any] = {}
         self.named_params: dict[str, Any] = {}
         self.leaf_names: list[str | None] = []
@@ -276,19 +151,21 @@ class CaptureListener(hooks.Listener):
         self.unseeded_backward = False
         # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
         self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
-        self.updated: set[int] = set()  # parameters written by an update since the iteration's backward
+        # The last gradients the script read to the host: a later hand seed equal to one is a handed-over adjoint.
+        self.grads_read: collections.deque[np.ndarray] = collections.deque(maxlen=64)
+        self.updated = ArraySet()  # parameters written by an update since the iteration's backward
         self.capturing = False
         self.loose: dict[int, tuple[str, Any]] = {}  # uses outside the tape since the last update or backward
         self.untaped_occ: dict[str, int] = {}
         self.untaped_copy_occ = 0
         self.host_read_occ = 0
-        self.pending_uses: dict[int, str] = {}
-        self.pending_arrays: dict[int, Any] = {}
+        self.pending_uses: ArrayMap[str] = ArrayMap()
         self.history: dict[str, list[tuple[int, np.ndarray]]] = {}  # (iteration, consumed gradient), by name
         self.graph_events: list[str] = []  # what was recorded into, or replayed from, a captured graph
         # fd mode
         self.perturb: dict[str, np.ndarray] = {}
         self.applied: dict[str, np.ndarray] = {}
+        self.deltas: ArrayMap[tuple[np.ndarray, np.ndarray]] = ArrayMap()  # perturbed array -> (before, delta)
         for p in spec.perturb if isinstance(spec, FdOptions) else []:
             self.perturb[p.role] = np.load(p.delta)
         # An FD hub: forks its evaluations at the first use of any of these roles (`serve`).
@@ -315,8 +192,7 @@ class CaptureListener(hooks.Listener):
                 self._new_iteration()
             else:
                 self.phase = "pending"  # resolved by the next use of a consumed parameter, or by backward
-                self.pending_uses = {}
-                self.pending_arrays = {}
+                self.pending_uses = ArrayMap()
         elif self.phase == "backward":
             self.phase = "forward"
 
@@ -331,21 +207,20 @@ class CaptureListener(hooks.Listener):
         return not rec.owners  # nothing to compare: every consumption ends an iteration
 
     def _resolve_pending(self, same_iteration: bool) -> None:
-        uses, self.pending_uses = self.pending_uses, {}
-        arrays, self.pending_arrays = self.pending_arrays, {}
+        uses, self.pending_uses = self.pending_uses, ArrayMap()
         if same_iteration:
             self.phase = "forward"
         else:
             self._new_iteration()  # a parameter rebuilt as a new array: the old one is never used again
-            for oid, role in uses.items():
-                self._crosscheck_rebuilt(role, arrays[oid])
+            for arr, role in uses.items():
+                self._crosscheck_rebuilt(role, arr)
         rec = self._iter(self.iters, self.it)
         if rec is not None:
-            for oid, role in uses.items():
-                if oid not in rec.first_use:
-                    rec.first_use[oid] = role
-                    loose = self.loose.get(oid)
-                    rec.perturb_at[oid] = loose[0] if loose is not None and loose[1] is arrays.get(oid) else role
+            for arr, role in uses.items():
+                if arr not in rec.first_use:
+                    rec.first_use[arr] = role
+                    loose = self.loose.get(id(arr))
+                    rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
 
     def _new_iteration(self) -> None:
         done = self.iters.get(self.it)
@@ -356,7 +231,7 @@ class CaptureListener(hooks.Listener):
         self.it += 1
         self.phase = "forward"
         self.update_seen = False
-        self.updated = set()
+        self.updated = ArraySet()
         if self.scheme != "consume":
             return
         if self.mode == "capture" and self.it > self.record_until:
@@ -386,25 +261,72 @@ class CaptureListener(hooks.Listener):
     def _note_use(self, role: str, arr) -> None:
         if self.phase != "pending":
             self._crosscheck_rebuilt(role, arr)
+            self._rebuilt_since_backward(role, arr)
         if self.phase == "pending":
             rec = self.iters.get(self.it)
+            alias = self._unchanged_copy(rec, role, arr) if rec is not None else None
             if rec is not None and id(arr) in rec.owners and rec.owners[id(arr)] is arr:
                 self._resolve_pending(same_iteration=True)  # the unchanged parameter is used again
+            elif rec is not None and alias is not None:
+                # A new array with the parameter's unchanged values: no update happened, this backward feeds
+                # the same update (host-accumulated frames/scenes). FD perturbs it as the parameter itself.
+                rec.aliases[arr] = alias
+                self._resolve_pending(same_iteration=True)
+                if self.mode == "fd":
+                    self._perturb_alias(rec.owners[alias], arr)
             else:
-                self.pending_uses.setdefault(id(arr), role)
-                self.pending_arrays[id(arr)] = arr
+                self.pending_uses.setdefault(arr, role)
         for table, i in ((self.iters, self.it), (self.bwd_iters, self.bwd)):
             if table is self.iters and self.phase == "pending":
                 continue
             rec = self._iter(table, i)
-            if rec is not None and id(arr) not in rec.first_use:
-                rec.first_use[id(arr)] = role
+            if rec is not None and arr not in rec.first_use:
+                rec.first_use[arr] = role
                 loose = self.loose.get(id(arr))
-                rec.perturb_at[id(arr)] = loose[0] if loose is not None and loose[1] is arr else role
+                rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
         if arr.grad is not None:
             self.grad_owner[id(arr.grad)] = arr
         if self.mode == "fd":
             self._perturb_at(role, arr)
+
+    def _rebuilt_since_backward(self, role: str, arr) -> None:
+        """A backward whose gradient nobody read, then a fresh leaf at a consumed parameter's slot: with the
+        parameter's values unchanged it is one more copy for the same update; with new values, the update
+        happened (an accumulator that skipped the last read) and the next iteration starts here."""
+        rec = self.iters.get(self.it)
+        if rec is None or self.phase not in ("forward", "backward") or not rec.params or arr in rec.first_use \
+                or arr in rec.aliases or id(arr) in rec.owners or arr in self.tape_written:
+            return
+        slots = [rec.first_use.get(owner) for owner in rec.owners.values()]
+        if not any(r is not None and _same_slot(r, role) for r in slots):
+            return
+        alias = self._unchanged_copy(rec, role, arr)
+        if alias is not None:
+            rec.aliases[arr] = alias
+            if self.mode == "fd":
+                self._perturb_alias(rec.owners[alias], arr)
+            return
+        self._new_iteration()
+        self._crosscheck_rebuilt(role, arr)
+
+    def _unchanged_copy(self, rec: _Iter, role: str, arr) -> int | None:
+        """The consumed parameter `arr` is a fresh copy of: same argument slot as its first use, identical
+        (unperturbed) values. None when there is none."""
+        new = _np(arr)
+        for oid, owner in rec.owners.items():
+            first = rec.first_use.get(owner)
+            if owner is arr or first is None or not _same_slot(first, role):
+                continue
+            perturbed = self.deltas.get(owner)
+            base = perturbed[0] if perturbed is not None else rec.params[oid]["value"]
+            if new.shape == base.shape and np.array_equal(new.astype(np.float64), base):
+                return oid
+        return None
+
+    def _perturb_alias(self, owner, arr) -> None:
+        perturbed = self.deltas.get(owner)
+        if perturbed is not None:
+            self._add(arr, perturbed[1])
 
     def _perturb_at(self, role: str, arr) -> None:
         """A use at `role`: where an FD run adds its perturbation, and where a hub forks its evaluations."""
@@ -430,7 +352,10 @@ class CaptureListener(hooks.Listener):
         self.outdir = Path(evaluation.outdir)
 
     def _apply(self, role: str, arr) -> None:
-        delta = self.perturb.pop(role)
+        self.applied[role] = self._add(arr, self.perturb.pop(role))
+
+    def _add(self, arr, delta: np.ndarray) -> np.ndarray:
+        """Add `delta` to `arr`'s storage; returns what was really added (after rounding to its dtype)."""
         with warp_compat.no_active_tape():
             hooks.STATE.in_hook += 1
             try:
@@ -441,7 +366,8 @@ class CaptureListener(hooks.Listener):
                 else:
                     arr.assign((before + delta.reshape(before.shape)).astype(_np(arr).dtype))
                 after = _np(arr).astype(np.float64)
-                self.applied[role] = after - before
+                self.deltas[arr] = (before, after - before)
+                return after - before
             finally:
                 hooks.STATE.in_hook -= 1
 
@@ -454,13 +380,18 @@ class CaptureListener(hooks.Listener):
             for role, arr in self._roles_of_launch(call):
                 self._note_use(role, arr)
             self.launching = None
+            written = _written_args(call.kernel)
+            for idx, arg in enumerate(call.args):
+                if idx >= len(call.inputs) or (written is not None and idx in written):
+                    for _, arr in hooks.iter_arrays(arg):
+                        self.tape_written.add(arr)
             for out in call.outputs:
                 for _, arr in hooks.iter_arrays(out):
-                    self.outputs_written.add(id(arr))
+                    self.outputs_written.add(arr)
                     self.leaf_candidates.pop(id(arr), None)
             for arg in call.inputs:
                 for _, arr in hooks.iter_arrays(arg):
-                    if arr.requires_grad and id(arr) not in self.outputs_written:
+                    if arr.requires_grad and arr not in self.outputs_written:
                         self.leaf_candidates.setdefault(id(arr), arr)
         elif not call.in_optimizer:
             rec = self.iters.get(self.it)
@@ -518,54 +449,20 @@ class CaptureListener(hooks.Listener):
             return
         prev = self.iters.get(self.it - 1)
         if prev is not None:
-            for oid, r in prev.first_use.items():
-                if _same_slot(r, role) and oid in prev.params and prev.owners[oid] is not arr:
+            for used, r in prev.first_use.items():
+                oid = id(used)
+                if _same_slot(r, role) and prev.owners.get(oid) is used and used is not arr:
                     self._crosscheck(prev, prev.owners[oid], arr)
                     return
 
     def _crosscheck(self, rec: _Iter | None, owner, new) -> None:
-        """Where the update is a plain step, the parameter's own change says which gradient it applied:
-        Δp = -lr·g. Confirms the consumed gradient, or finds the older gradient the step really followed."""
+        """Where the update is a plain step, the parameter's own change says which gradient it applied
+        (`crosscheck.step`)."""
         if rec is None or self.mode != "capture" or rec.owners.get(id(owner)) is not owner:
             return
         p = rec.params[id(owner)]
-        if p.get("crosscheck"):
-            return
-        new_value = _np(new).astype(np.float64)
-        if new_value.shape != p["value"].shape:
-            return
-        dp = (new_value - p["value"]).reshape(-1)
-        if not np.any(dp):
-            p["crosscheck"] = "the update left the parameter unchanged"
-            return
-        consumed = (np.sum(p["grads"], axis=0) if p.get("zeroed_between") else p["grads"][-1]).reshape(-1)
-
-        def residual(g: np.ndarray) -> float:
-            """Relative residual of the best plain step Δp = -lr·g (lr > 0 by least squares); 1 when none."""
-            gg = float(np.dot(g, g))
-            lr = -float(np.dot(dp, g)) / gg if gg > 0 else 0.0
-            return float(np.linalg.norm(dp + lr * g) / np.linalg.norm(dp)) if lr > 0 else 1.0
-
-        # Successive gradients are often nearly parallel, so "which one" is read off the residual, not the
-        # angle: the gradient the step really applied leaves only float rounding behind.
-        r_consumed = residual(consumed)
-        older = [(rec.index - i, old) for i, old in self.history.get(p["name"], [])
-                 if i < rec.index and old.size == consumed.size]
-        best = min(((residual(old.reshape(-1)), k, old) for k, old in older), default=None, key=lambda t: t[0])
-        if best is not None and best[0] < 1e-3 and best[0] * 10 < r_consumed:
-            r, k, old = best
-            p["grads"], p["zeroed_between"], p["stale_read"] = [old.reshape(p["grad"].shape)], False, True
-            p["how"] += (f"; cross-check: the parameter change is a step along the gradient consumed {k} "
-                         f"iteration(s) earlier (residual {r:.1e}), not this iteration's ({r_consumed:.1e}): a stale "
-                         "gradient")
-            p["crosscheck"] = f"the parameter change follows the gradient of {k} iteration(s) earlier: a stale gradient"
-            return
-        if r_consumed < 1e-3:
-            p["crosscheck"] = (f"the parameter change is a plain step along the consumed gradient (residual "
-                               f"{r_consumed:.1e})")
-            return
-        p["crosscheck"] = ("not a plain gradient step (momentum, Adam, clipping, a projection): the consumed "
-                           "gradient is not cross-checked against the parameter change")
+        if not p.get("crosscheck"):
+            crosscheck.step(p, rec.index, self.history.get(p["name"], []), _np(new))
 
     def tape_enter(self, tape) -> None:
         self._forward_activity()
@@ -634,25 +531,25 @@ class CaptureListener(hooks.Listener):
             if rec is not None:
                 # Without an update to watch, the gradient right after backward is what a caller reads.
                 for owner in list(self.named_params.values()) or list(self.leaf_candidates.values()):
-                    if owner.grad is not None and id(owner) not in self.loss_ids:
+                    if owner.grad is not None and owner not in self.loss_ids:
                         self._record_param(rec, owner, owner.grad, "read after backward", final=False)
         self.bwd += 1
 
     def _seeded_value(self, written: list, loss, grads) -> tuple[float, list[str]]:
         if loss is not None:
-            self.loss_ids.add(id(loss))
+            self.loss_ids.add(loss)
             self.leaf_candidates.pop(id(loss), None)
             return scalar_of(loss), [f"tape.backward(loss={name_of(loss) or 'loss'})"]
         if grads:
             total, seeds = 0.0, []
             for arr, seed in grads.items():
-                self.loss_ids.add(id(arr))
+                self.loss_ids.add(arr)
                 self.leaf_candidates.pop(id(arr), None)
                 sv = _np(seed).astype(np.float64)
                 total += float(np.sum(_np(arr).astype(np.float64) * sv))
-                kind = _seed_kind(sv)
+                kind = self._seed_kind(sv)
                 seeds.append(f"grads={{{name_of(arr) or 'array'}: {kind}}}")
-                if kind == "boundary seed":
+                if kind.startswith("boundary seed"):
                     self._last_boundary.append(sv.copy())
             return total, seeds
         # Seeded by hand (`x.grad.fill_(1)`, `.grad.assign(...)`): the seeds are the nonzero grads of
@@ -660,16 +557,16 @@ class CaptureListener(hooks.Listener):
         # source); their dot product with the values is the objective being differentiated.
         total, seeds = 0.0, []
         for arr in written:
-            if arr.grad is None or id(arr) in self.loss_ids:
+            if arr.grad is None or arr in self.loss_ids:
                 continue
             g = _np(arr.grad).astype(np.float64)
             if np.any(g != 0):
-                self.loss_ids.add(id(arr))
+                self.loss_ids.add(arr)
                 self.leaf_candidates.pop(id(arr), None)
                 total += float(np.sum(g * _np(arr).astype(np.float64)))
-                kind = _seed_kind(g)
+                kind = self._seed_kind(g)
                 seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad ({kind})")
-                if kind == "boundary seed":
+                if kind.startswith("boundary seed"):
                     self._last_boundary.append(g.copy())
         if not seeds:
             self.notes.append("tape.backward() was called with no loss, no grads= and no nonzero seed gradient")
@@ -681,11 +578,24 @@ class CaptureListener(hooks.Listener):
         owner = self.grad_owner.get(id(arr))
         if owner is None or owner.grad is not arr:
             return None
-        if id(owner) in self.loss_ids or id(owner) in self.outputs_written:
+        if owner in self.loss_ids or owner in self.outputs_written:
             return None
         return owner
 
+    def _seed_kind(self, seed: np.ndarray) -> str:
+        """`_seed_kind`, except that a seed equal to a gradient the script read after an earlier backward is an
+        adjoint handed over between backward passes (hand-written checkpointing), whatever its shape: a
+        one-element or uniform adjoint looks like a loss seed but is not one."""
+        if np.any(seed) and any(r.shape == seed.shape and np.array_equal(r, seed) for r in self.grads_read):
+            return "boundary seed (a gradient read after another backward)"
+        return _seed_kind(seed)
+
     def grad_read(self, arr, how: str) -> None:
+        if arr in self.loss_ids:
+            self.seeded_loss_read = True
+        holder = self.grad_owner.get(id(arr))
+        if holder is not None and holder.grad is arr:
+            self.grads_read.append(_np(arr).astype(np.float64).copy())
         owner = self._owner_of_grad(arr)
         if owner is None:
             # Maybe a host read of values (a use the perturbation must precede), maybe an early read of a
@@ -694,7 +604,7 @@ class CaptureListener(hooks.Listener):
             self.host_read_occ += 1
         rec = self.iters.get(self.it)
         fresh = (rec is not None and rec.backward_calls and self.phase != "pending"
-                 and (owner is None or id(owner) not in self.updated))
+                 and (owner is None or owner not in self.updated))
         if not fresh:
             # No backward of the update that will use this read precedes it (or the parameter was already
             # updated): a snapshot of an older gradient. Kept, since an update may apply exactly that.
@@ -713,7 +623,7 @@ class CaptureListener(hooks.Listener):
         owned = self.leaf_candidates.get(id(arr)) is arr or rec.owners.get(id(arr)) is arr
         if not owned:
             return
-        self.updated.add(id(arr))
+        self.updated.add(arr)
         early = self.early_reads.pop(id(arr.grad), None) if arr.grad is not None else None
         if id(arr) not in rec.params and early is not None and early[0] is arr.grad:
             self._record_param(rec, arr, early[1], "host read of its .grad BEFORE this iteration's backward: the "
@@ -741,11 +651,17 @@ class CaptureListener(hooks.Listener):
             return  # no backward in this iteration yet: nothing to consume
         self.consumed_any = True
         self.phase = "consuming"
-        if id(owner) not in rec.params:
+        oid = rec.aliases.get(owner, id(owner))
+        if oid not in rec.params:
             self._record_param(rec, owner, grad, how, final=True)
-        elif rec.params[id(owner)].get("read_at_call") != rec.backward_calls:
-            rec.params[id(owner)]["grads"].append(_np(grad).astype(np.float64).copy())
-            rec.params[id(owner)]["read_at_call"] = rec.backward_calls
+        elif rec.params[oid].get("read_at_call") != rec.backward_calls:
+            rec.params[oid]["grads"].append(_np(grad).astype(np.float64).copy())
+            rec.params[oid]["read_at_call"] = rec.backward_calls
+            if rec.owners[oid] is not owner:
+                # Each copy's .grad starts at zero: the update can only apply the reads' sum (a host accumulator).
+                rec.params[oid]["zeroed_between"] = True
+                rec.params[oid]["how"] = (f"the sum of {len(rec.params[oid]['grads'])} host reads of its .grad, "
+                                          "one per backward of this update, each from a fresh copy of it")
 
     def _record_param(self, rec: _Iter, owner, grad, how: str, final: bool) -> None:
         name = name_of(owner) or f"param{len(rec.params)}"
@@ -859,6 +775,7 @@ class CaptureListener(hooks.Listener):
             unseeded_backward=self.unseeded_backward,
             graph_events=sorted(set(self.graph_events)),
             seeded_trajectory=[table[i].objective for i in sorted(table) if table[i].backward_calls],
+            seeded_loss_read=self.seeded_loss_read,
             leaf_candidates=candidates[:20],
             stopped_at=self.stopped_at,
             notes=self.notes,
@@ -867,7 +784,8 @@ class CaptureListener(hooks.Listener):
     def _iteration_payload(self, rec: _Iter, prefix: str) -> CapturedIteration:
         params = []
         for k, (oid, p) in enumerate(rec.params.items()):
-            role = rec.perturb_at.get(oid, rec.first_use.get(oid))
+            owner = rec.owners[oid]
+            role = rec.perturb_at.get(owner, rec.first_use.get(owner))
             gpath, vpath = self.outdir / f"{prefix}grad_{k}.npy", self.outdir / f"{prefix}value_{k}.npy"
             reads = p.get("grads") or [p["grad"]]
             np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])

@@ -275,6 +275,8 @@ class CaptureReport(CapturedIteration):
     unseeded_backward: bool = False
     graph_events: list[str] = Field(default_factory=list)
     seeded_trajectory: list[float] = Field(default_factory=list)
+    seeded_loss_read: bool = Field(False, description="The script read an array seeded into backward back to the "
+                                   "host after that backward (what it prints may well be that very loss).")
     leaf_candidates: list[str] = Field(default_factory=list)
     stopped_at: str | None = None
     notes: list[str] = Field(default_factory=list)

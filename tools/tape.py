@@ -159,6 +159,8 @@ class NanOrigin(BaseModel):
     forward_arrays: list[str] = []
     nonfinite_before_backward: list[str] = Field(default_factory=list, description="Arrays whose gradient was already "
                                                  "NaN/inf before this backward (accumulated, never zeroed).")
+    unreadable: list[str] = Field(default_factory=list, description="Arrays whose values or adjoints could not be "
+                                  "read: not checked for NaN/inf, so no claim is made about them.")
 
 
 class TapeDescription(BaseModel):
@@ -265,7 +267,8 @@ def _localization(td: TapeDescription, desc: RecordedTape, names: dict[str, str]
             output_adjoints_finite=o.output_adjoints_finite if o else None, forward_index=f.index if f else None,
             forward_kernel=fkernel, forward_file=ffile, forward_line=fline,
             forward_arrays=[names.get(a, a) for a in (f.arrays if f else [])],
-            nonfinite_before_backward=[names.get(a, a) for a in nan.nonfinite_before_backward])
+            nonfinite_before_backward=[names.get(a, a) for a in nan.nonfinite_before_backward],
+            unreadable=[names.get(a, a) for a in nan.unreadable])
 
 
 def _launch_checks(td: TapeDescription, gc: LaunchGradchecks, site: _Sites) -> None:

@@ -65,12 +65,26 @@ def _entry_arrays(entry) -> tuple[list, list]:
     return ([src] if isinstance(src, wp.array) else []), ([dest] if isinstance(dest, wp.array) else [])
 
 
-def _finite(a) -> bool:
+def _finite(a) -> bool | None:
+    """True: every floating-point value of `a` is finite; False: one is NaN/inf; None: the values could not be
+    read (no verdict: an unreadable array is never reported finite)."""
     try:
         v = _np(a)
-        return bool(np.all(np.isfinite(v.astype(np.float64)))) if v.dtype.kind in "fc" or v.dtype.fields is None else True
-    except Exception:  # noqa: BLE001 - structured or exotic dtypes: no verdict
-        return True
+    except Exception:  # noqa: BLE001 - any failure to read the values is "unknown", never "finite"
+        return None
+    return finite_values(v)
+
+
+def finite_values(v: np.ndarray) -> bool | None:
+    """`_finite` on host values: struct arrays are checked field by field (nested structs included)."""
+    if v.dtype.fields is not None:
+        found = [finite_values(v[name]) for name in v.dtype.names or ()]
+        return False if False in found else None if None in found else True
+    if v.dtype.kind in "fc":
+        return bool(np.all(np.isfinite(v)))
+    if v.dtype.kind in "iub":
+        return True  # integers and booleans hold no NaN/inf
+    return None
 
 
 @contextlib.contextmanager
@@ -179,12 +193,15 @@ class LocalizeListener(hooks.Listener):
         res = NanReplay()
         for j, e in enumerate(entries):
             _, outs = _entry_arrays(e)
-            bad = [a for a in outs if not _finite(a)]
+            bad = [a for a in outs if _finite(a) is False]
             if bad:
                 res.forward_origin = NanStep(index=j, arrays=names(bad))
                 break
         all_arrays = [a for e in entries for side in _entry_arrays(e) for a in side]
-        if all(a.grad is None or _finite(a.grad) for a in all_arrays):
+        # Arrays whose values or adjoints could not be read were not checked: listed, never counted as finite.
+        res.unreadable = names([a for a in {id(a): a for a in all_arrays}.values()
+                                if _finite(a) is None or (a.grad is not None and _finite(a.grad) is None)])
+        if not any(a.grad is not None and _finite(a.grad) is False for a in all_arrays):
             return res
         res.nonfinite_adjoints = True
         pre = self.pre.get(id(tape))
@@ -195,7 +212,7 @@ class LocalizeListener(hooks.Listener):
         post = _Snapshot(all_arrays + ([loss] if isinstance(loss, wp.array) else []), values=False)
         try:
             snap_pre.restore(values=False)
-            stale = [a for a in all_arrays if a.grad is not None and not _finite(a.grad)]
+            stale = [a for a in all_arrays if a.grad is not None and _finite(a.grad) is False]
             res.nonfinite_before_backward = names(list({id(a): a for a in stale}.values()))
             written = {id(a) for e in entries for a in _entry_arrays(e)[1]}
             with _quiet_harness():
@@ -204,7 +221,7 @@ class LocalizeListener(hooks.Listener):
                 for a in all_arrays:
                     if a.grad is None or a is loss or a in (grads or {}):
                         continue
-                    if id(a) in written and _finite(a.grad) and np.any(_np(a.grad) != 0):
+                    if id(a) in written and _finite(a.grad) is True and np.any(_np(a.grad) != 0):
                         continue
                     a.grad.zero_()
                 if isinstance(loss, wp.array) and loss.grad is not None:
@@ -217,11 +234,11 @@ class LocalizeListener(hooks.Listener):
                 for j in range(len(entries) - 1, -1, -1):
                     e = entries[j]
                     ins, outs = _entry_arrays(e)
-                    outs_finite = all(a.grad is None or _finite(a.grad) for a in outs)
-                    before = {id(a) for a in ins if a.grad is not None and _finite(a.grad)}
+                    outs_finite = all(a.grad is None or _finite(a.grad) is True for a in outs)
+                    before = {id(a) for a in ins if a.grad is not None and _finite(a.grad) is True}
                     warp_compat.set_tape_records(one, [e])
                     hooks.original("backward")(one)
-                    bad = [a for a in ins if id(a) in before and not _finite(a.grad)]
+                    bad = [a for a in ins if id(a) in before and _finite(a.grad) is False]
                     if bad:
                         res.origin = NanStep(index=j, arrays=names(bad), output_adjoints_finite=outs_finite)
                         break
@@ -289,7 +306,7 @@ class LocalizeListener(hooks.Listener):
                 if v is not None and v.size and v.dtype.kind == "f"]
         noise = 0.0 if f64 else 4.0 * 1.2e-7 * max(mags, default=0.0) / eps
         rec = GradcheckRun(index=j, kernel=kernel.key, eps=eps, atol=atol, rtol=rtol)
-        bad_in = [a for a in ins if not _finite(a)]
+        bad_in = [a for a in ins if _finite(a) is False]
         if bad_in:
             rec.status = "nan_inputs"
             rec.reason = ("its inputs already hold NaN/inf values after the forward pass, so neither AD nor FD is "

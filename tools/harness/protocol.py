@@ -584,6 +584,8 @@ class NanReplay(BaseModel):
     origin: NanStep | None = None
     forward_origin: NanStep | None = None
     nonfinite_before_backward: list[str] = Field(default_factory=list)
+    unreadable: list[str] = Field(default_factory=list, description="Arrays whose values or adjoints could not be "
+                                  "read, so were not checked for NaN/inf (never counted as finite).")
 
 
 class GradcheckTableRow(BaseModel):

@@ -129,6 +129,10 @@ class LaunchCheck(BaseModel):
     eps: float | None = None
     atol: float | None = None
     rtol: float | None = None
+    method: Literal["jacobian", "directional"] = Field("jacobian", description="directional: checked by random "
+                                                       "directional products w·J·v (rows: one per pair, its worst "
+                                                       "direction), because the dense Jacobians exceed the memory "
+                                                       "budget.")
     rows: list[GradcheckRow] = []
 
 
@@ -276,7 +280,7 @@ def _launch_checks(td: TapeDescription, gc: LaunchGradchecks, site: _Sites) -> N
         file, line, _ = site(c.index)
         td.gradcheck.append(LaunchCheck(
             index=c.index, kernel=c.kernel, file=file, line=line, status=c.status, reason=c.reason, eps=c.eps,
-            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise,
+            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise, method=c.method,
             passed={"passed": True, "failed": False, "nan": False}.get(c.status),
             rows=[GradcheckRow(input=r.input, output=r.output, max_abs_error=r.max_abs_error,
                                max_rel_error=r.max_rel_error, ad=r.ad, fd=r.fd, passed=r.passed)

@@ -7,7 +7,8 @@ Right after the user's `backward` of each tape the inspector described:
   input adjoints turn non-finite while its output adjoints were finite is the origin (like PyTorch's
   `detect_anomaly`). The first forward launch that wrote non-finite values is reported too.
 * **Per-launch gradcheck** (config `localize.gradcheck`): `warp.autograd.gradcheck_tape` on a one-launch
-  tape for each distinct kernel launch, guarded against its known failures (warp-facts §4.3): launches
+  tape for each distinct kernel launch whose dense Jacobians fit `jacobian_budget_bytes` (above it, and for
+  large vector/matrix arrays, directional products in linear memory: `directional_check`), guarded against its known failures (warp-facts §4.3): launches
   with no `outputs=` raise even with `raise_exception=False`, backward-disabled kernels and copies are
   skipped silently, and a pair without `requires_grad` passes vacuously; all of these are listed instead.
 
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from . import hooks, warp_compat
+from . import directional_check, hooks, warp_compat
 from .hooks import safe as _safe
 from .protocol import (
     GradcheckRun,
@@ -136,6 +137,7 @@ class LocalizeListener(hooks.Listener):
         self.max_launches = options.max_launches
         self.max_per_var = options.max_per_var
         self.budget_s = options.budget_s
+        self.jacobian_budget = options.jacobian_budget_bytes
         self.pre: dict[int, Any] = {}
         self.notes: list[str] = []
 
@@ -281,20 +283,26 @@ class LocalizeListener(hooks.Listener):
                 continue
             ins, outs = _entry_arrays(e)
             per_var = self.max_per_var
+            dense = directional_check.dense_jacobian_bytes(ins, outs)
+            if dense > self.jacobian_budget:
+                # gradcheck_tape would allocate the full Jacobians whatever max_inputs_per_var says.
+                checked.append(self._check_one(j, rec, warp.autograd, per_var, directional=dense))
+                continue
             if any(wp.types.type_size(a.dtype) > 1 for a in ins + outs):
                 # Measured on 1.19: with vector/matrix dtypes, max_inputs_per_var leaves NaN in the FD Jacobian
-                # and the check FAILs spuriously, so these are checked in full or not at all.
+                # and the check FAILs spuriously, so these are checked in full, or by directions when large.
                 biggest = max(a.size * wp.types.type_size(a.dtype) for a in ins + outs)
                 if biggest > MAX_FULL_SCALARS:
-                    skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason=(
-                        f"vector/matrix arrays of {biggest} scalars: too large to check in full, and Warp's "
-                        "max_inputs_per_var gives NaN finite differences for such dtypes")))
+                    checked.append(self._check_one(j, rec, warp.autograd, per_var, directional=dense))
                     continue
                 per_var = -1
             checked.append(self._check_one(j, rec, warp.autograd, per_var))
         return LaunchGradchecks(checked=checked, skipped=skipped)
 
-    def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int) -> GradcheckRun:
+    def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int,
+                   directional: int | None = None) -> GradcheckRun:
+        """gradcheck_tape on the launch alone; `directional` (the dense Jacobians' bytes): directional products
+        instead, in memory linear in the arrays."""
         kernel, e = launch.kernel, launch.entry
         ins, outs = _entry_arrays(e)
         f64 = all("64" in str(getattr(a.dtype, "__name__", a.dtype)) for a in ins + outs if a.dtype is not None)
@@ -305,7 +313,8 @@ class LocalizeListener(hooks.Listener):
         mags = [float(np.max(np.abs(v.astype(np.float64)))) for _, v, _, _ in snap.items
                 if v is not None and v.size and v.dtype.kind == "f"]
         noise = 0.0 if f64 else 4.0 * 1.2e-7 * max(mags, default=0.0) / eps
-        rec = GradcheckRun(index=j, kernel=kernel.key, eps=eps, atol=atol, rtol=rtol)
+        rec = GradcheckRun(index=j, kernel=kernel.key, eps=eps, atol=atol, rtol=rtol,
+                           method="jacobian" if directional is None else "directional", dense_jacobian_bytes=directional)
         bad_in = [a for a in ins if _finite(a) is False]
         if bad_in:
             rec.status = "nan_inputs"
@@ -314,6 +323,12 @@ class LocalizeListener(hooks.Listener):
                              "inspect iteration 0)")
             return rec
         def run(step: float) -> tuple[bool, list[GradcheckTableRow]]:
+            if directional is not None:
+                with _quiet_harness():
+                    rows = directional_check.directional_rows(launch, step, atol, rtol, seed=j,
+                                                              support=max(per_var, 1))
+                snap.restore()
+                return all(r.passed == "PASS" for r in rows), rows
             out = io.StringIO()
             with _quiet_harness(), contextlib.redirect_stdout(out):
                 one = wp.Tape()

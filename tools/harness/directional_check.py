@@ -126,16 +126,16 @@ def _fd_products(launch, ins: list[_Arg], outs: list[_Arg], out_vals: list[np.nd
         used.append((plus.astype(np.float64) - minus.astype(np.float64)) / (2.0 * eps))
         sides = []
         for xs in (plus, minus):
-            for o, val in zip(outs, out_vals):
-                o.array.assign(val)
+            for out, val in zip(outs, out_vals):
+                out.array.assign(val)
             arg.array.assign(xs)
             _launch(launch)
-            sides.append([_np(o.array).astype(np.float64) for o in outs])
+            sides.append([_np(out.array).astype(np.float64) for out in outs])
         arg.array.assign(x)
-        for o in range(len(outs)):
-            fd[i, o] = float(np.sum(ws[o] * (sides[0][o] - sides[1][o]))) / (2.0 * eps)
-    for o, val in zip(outs, out_vals):
-        o.array.assign(val)
+        for k in range(len(outs)):
+            fd[i, k] = float(np.sum(ws[k] * (sides[0][k] - sides[1][k]))) / (2.0 * eps)
+    for out, val in zip(outs, out_vals):
+        out.array.assign(val)
     return fd, used
 
 

@@ -117,7 +117,7 @@ def test_an_update_inside_the_graph_is_declined_with_the_reason(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", ["ball", "spring_cage", "cloth"])
+@pytest.mark.parametrize("example", ["ball", "spring_cage"])  # cloth: correct too, but 13 min on a shared CPU
 def test_newtons_diffsim_examples_replaying_their_graph_on_the_cpu_are_correct(tmp_path, example):
     newton = pytest.importorskip("newton")
     src = Path(newton.__file__).parent / "examples" / "diffsim" / f"example_diffsim_{example}.py"

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .child_process import run_harness
+from .failing_path import FailingPaths
 from .gradcheck import CaptureRider, GradcheckArgs, GradcheckResult, check, check_capture
 from .harness.protocol import (
     LOCALIZE_LISTENER,
@@ -47,7 +48,7 @@ from .quickchecks.engine import run_rules
 from .registry import tool
 from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE, Signature
-from .tape import InspectTapeResult, describe_inspection, inspect
+from .tape import InspectTapeResult, LaunchCheck, describe_inspection, inspect
 from .tracker import InstrumentResult, run_tracker
 from .workflow import fix_workflow
 from .workspace import rel_path, resolve_path
@@ -138,6 +139,8 @@ class _Ranker:
         self.scores: dict[tuple, list[float]] = {}
         self.taped_sites: set[tuple[str, int]] = set()
         self._fn_cache: dict[str, list[tuple[int, int]]] = {}
+        self.paths = FailingPaths(workspace)
+        self.on_failing_path: set[tuple[str | None, int | None]] = set()
 
     def compat(self, key: str, family: str) -> float:
         pool = {"rule": self.row.rules, "tape": self.row.hazards, "tracker": self.row.tracker}[family]
@@ -168,6 +171,9 @@ class _Ranker:
         lo, hi = min(spans, key=lambda s: s[1] - s[0])
         return any(f == file and lo <= ln <= hi for f, ln in self.taped_sites)
 
+    def _on_path(self, h: Hypothesis) -> bool:
+        return (h.file, h.line) in self.on_failing_path or (self.wrong is True and self.executed(h.file, h.line))
+
     def add(self, title: str, key: str | None, file: str | None, line: int | None, weight: float, ev: Evidence,
             reference: str | None = None, next_check: str | None = None) -> None:
         loc = (file, line, key) if file and line else (title, key)
@@ -195,8 +201,13 @@ class _Ranker:
             h.score = round(1.0 - miss, 4)
             out.append(h)
         # Library code (an installed package, a venv) is context, not a suspect: a user cannot and should not
-        # patch it, so it ranks below every hypothesis in the user's own files.
-        out.sort(key=lambda h: (self.library(h.file), -h.score))
+        # patch it. Only where localization (a failing launch, a NaN origin) puts the failure there is it a
+        # hypothesis at all; a pattern that merely matches inside it is dropped.
+        out = [h for h in out if not self.library(h.file) or any(e.source == "localization" for e in h.evidence)]
+        # A rule hit on the failing path (inside a failing kernel, or on a taped line of a wrong gradient)
+        # names the line to change: a generic "this kernel fails" outranks none of them, whatever the weights.
+        on_path = any(h.rule and h.rule.startswith("WG") and self._on_path(h) for h in out)
+        out.sort(key=lambda h: (self.library(h.file), on_path and h.rule == "kernel_adjoint", -h.score))
         for i, h in enumerate(out, 1):
             h.rank = i
         return out
@@ -227,6 +238,21 @@ def _signature_hypotheses(rk: _Ranker, gc: GradcheckResult, script: str) -> None
         rk.add("the objective's float32 rounding swamps the perturbation (cancellation)", None, script, None, 0.6,
                Evidence(source="gradcheck", detail=gc.reason), "references/verification.md",
                "subtract the constant part of the loss or accumulate it in float64, then rerun gradcheck")
+
+
+def _launch_failure(rk: _Ranker, findings: list[Finding], lc: LaunchCheck) -> None:
+    """A kernel that fails gradcheck_tape alone: evidence for the rule hits inside it (or in what it calls),
+    which name the line to change; a generic hypothesis of its own only where no rule hit explains it."""
+    ev = Evidence(source="localization", detail=f"per-launch gradcheck_tape failed for {lc.kernel}" +
+                  (f" (launched at {lc.file}:{lc.line})" if lc.file else ""))
+    inside = [f for f in findings if rk.paths.on_path(lc.kernel, [lc.file] if lc.file else [], f.path, f.line)]
+    for f in inside:
+        rk.add(f"{f.code} {f.name}", f.code, f.path, f.line, 0.7, ev, f.reference)
+        rk.on_failing_path.add((f.path, f.line))
+    if not inside:
+        rk.add(f"kernel {lc.kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
+               "kernel_adjoint", lc.file, lc.line, 0.7, ev,
+               "references/custom-gradients.md", "check the kernel's custom adjoint or non-differentiable op")
 
 
 def _rank(ws: Path, res: DiagnoseResult) -> None:
@@ -267,16 +293,15 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
                        Evidence(source="localization", detail=f"first launch in backward order whose adjoints turn "
                                 f"non-finite: {no.kernel} at {file}:{line} (arrays {', '.join(no.arrays)})"),
                        "references/quick-checks.md §9a", TABLE[Signature.NAN_INF].next_check)
-            for lc in td.gradcheck:
-                if lc.passed is False:
-                    rk.add(f"kernel {lc.kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
-                           "kernel_adjoint", lc.file, lc.line, 0.7,
-                           Evidence(source="localization", detail=f"per-launch gradcheck_tape failed for {lc.kernel}"),
-                           "references/custom-gradients.md", "check the kernel's custom adjoint or non-differentiable op")
     for f in res.findings:
         w = _RULE_WEIGHT[f.confidence] * rk.compat(f.code, "rule")
         rk.add(f"{f.code} {f.name}", f.code, f.path, f.line, w, Evidence(source="rule", detail=f.message), f.reference,
                TABLE[sig].next_check if f.code in TABLE[sig].rules else None)
+    if tape and tape.ok:
+        for td in tape.tapes:
+            for lc in td.gradcheck:
+                if lc.passed is False:
+                    _launch_failure(rk, res.findings, lc)
     if res.bisect and res.bisect.ok and res.bisect.first_failing:
         b = res.bisect
         rk.add(f"the disagreement starts at horizon {b.first_failing}", "horizon", res.script, b.knob_line, 0.3,

@@ -429,12 +429,10 @@ def _refusal(args: GradcheckArgs, cap: CaptureReport, res: GradcheckResult) -> s
                 if args.params else "no parameter gradient was consumed at the captured iteration")
     graph = cap.graph_events
     if graph:
-        # Launches recorded into a graph do not run when the hooks see them, and a replay runs them with no
-        # Python call: the objective and the gradient capture would read are not the ones the update uses.
-        return (f"the script uses CUDA/CPU graph capture ({'; '.join(graph)}): the hooks see the launches when "
-                "they are recorded, not when they run, so capture cannot read the objective or the consumed "
-                "gradient. Run the script with graph capture off (many examples have an option), or write a "
-                "probe file (params/loss/grad)")
+        # A replay the harness follows (graph_replay) leaves no event here; these are the ones it cannot.
+        return (f"the script replays a captured graph that capture cannot follow ({'; '.join(graph)}): the objective "
+                "and the consumed gradient are not observable in order. Run the script with graph capture off "
+                "(many examples have an option), or write a probe file (params/loss/grad)")
     if args.objective:
         return None
     boundary = cap.boundary_seeds

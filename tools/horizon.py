@@ -5,6 +5,7 @@ buffer reused from step 2 on fails from K = 2, a missing `requires_grad` fails a
 that appears late fails only past the step where it appears. The step count is changed through the
 script's own knob (a module constant, an argparse default or a function default found by `shrink`'s
 finder), in a temporary copy written next to the script so its imports resolve; nothing else changes.
+The copies are removed on every exit path, a SIGKILL of this process included (`scratch_copies`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 from .gradcheck import GradcheckArgs, check
 from .ledger import Ledger
 from .registry import ToolError, tool
+from .scratch_copies import ScriptCopies
 from .shrink import find_knobs, rewrite_values
 from .signatures import Signature
 from .workspace import rel_path, resolve_path
@@ -57,21 +59,20 @@ class BisectResult(BaseModel):
     reason: str = ""
 
 
-def _checker(workspace: Path, script: Path, knob, args: BisectArgs):
+def _checker(workspace: Path, script: Path, knob, args: BisectArgs, copies: ScriptCopies):
     source = script.read_text(encoding="utf-8")
     cache: dict[int, HorizonCheck] = {}
 
     def at(k: int) -> HorizonCheck:
         if k in cache:
             return cache[k]
-        copy = script.with_name(f"_warpgrad_horizon_{k}_{script.name}")
-        copy.write_text(rewrite_values(source, [(knob, k)]), encoding="utf-8")
+        copy = copies.write(str(k), rewrite_values(source, [(knob, k)]))
         try:
             r = check(GradcheckArgs(script=rel_path(workspace, copy), args=args.args, iteration=args.iteration,
                                     params=args.params, device=args.device, timeout_s=args.timeout_s,
                                     record=False), workspace)
         finally:
-            copy.unlink(missing_ok=True)  # ours: created above
+            copy.unlink(missing_ok=True)  # ours: created above (and guarded by `copies` if we are killed here)
         hc = HorizonCheck(horizon=k, passed=r.passed if r.ok else None, signature=r.signature,
                           max_rel_error=r.max_rel_error)
         cache[k] = hc
@@ -99,7 +100,12 @@ def bisect_horizon(args: BisectArgs, workspace: Path) -> BisectResult:
     high = args.high or int(knob.value)
     if high < args.low:
         raise ToolError(f"high ({high}) is below low ({args.low})")
-    at, cache = _checker(workspace, script, knob, args)
+    with ScriptCopies(script) as copies:
+        return _search(res, _checker(workspace, script, knob, args, copies), knob, args, high)
+
+
+def _search(res: BisectResult, checker, knob, args: BisectArgs, high: int) -> BisectResult:
+    at, cache = checker
     top = at(high)
     if top.passed is None:
         res.checks = list(cache.values())

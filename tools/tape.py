@@ -129,6 +129,10 @@ class LaunchCheck(BaseModel):
     eps: float | None = None
     atol: float | None = None
     rtol: float | None = None
+    method: Literal["jacobian", "directional"] = Field("jacobian", description="directional: checked by random "
+                                                       "directional products w·J·v (rows: one per pair, its worst "
+                                                       "direction), because the dense Jacobians exceed the memory "
+                                                       "budget.")
     rows: list[GradcheckRow] = []
 
 
@@ -159,6 +163,8 @@ class NanOrigin(BaseModel):
     forward_arrays: list[str] = []
     nonfinite_before_backward: list[str] = Field(default_factory=list, description="Arrays whose gradient was already "
                                                  "NaN/inf before this backward (accumulated, never zeroed).")
+    unreadable: list[str] = Field(default_factory=list, description="Arrays whose values or adjoints could not be "
+                                  "read: not checked for NaN/inf, so no claim is made about them.")
 
 
 class TapeDescription(BaseModel):
@@ -265,7 +271,8 @@ def _localization(td: TapeDescription, desc: RecordedTape, names: dict[str, str]
             output_adjoints_finite=o.output_adjoints_finite if o else None, forward_index=f.index if f else None,
             forward_kernel=fkernel, forward_file=ffile, forward_line=fline,
             forward_arrays=[names.get(a, a) for a in (f.arrays if f else [])],
-            nonfinite_before_backward=[names.get(a, a) for a in nan.nonfinite_before_backward])
+            nonfinite_before_backward=[names.get(a, a) for a in nan.nonfinite_before_backward],
+            unreadable=[names.get(a, a) for a in nan.unreadable])
 
 
 def _launch_checks(td: TapeDescription, gc: LaunchGradchecks, site: _Sites) -> None:
@@ -273,7 +280,7 @@ def _launch_checks(td: TapeDescription, gc: LaunchGradchecks, site: _Sites) -> N
         file, line, _ = site(c.index)
         td.gradcheck.append(LaunchCheck(
             index=c.index, kernel=c.kernel, file=file, line=line, status=c.status, reason=c.reason, eps=c.eps,
-            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise,
+            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise, method=c.method,
             passed={"passed": True, "failed": False, "nan": False}.get(c.status),
             rows=[GradcheckRow(input=r.input, output=r.output, max_abs_error=r.max_abs_error,
                                max_rel_error=r.max_rel_error, ad=r.ad, fd=r.fd, passed=r.passed)

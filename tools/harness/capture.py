@@ -471,7 +471,8 @@ class CaptureListener(hooks.Listener):
         self.capturing = active
 
     def graph_launch(self, graph) -> None:
-        self.graph_events.append("wp.capture_launch replays a captured graph")
+        # Only a replay the hooks cannot follow reaches here (see graph_replay): the reason is the refusal.
+        self.graph_events.append(hooks.graph_decline(graph) or "wp.capture_launch replays a captured graph")
 
     # ---------------------------------------------------------------- backward: the objective
     def before_backward(self, tape, loss, grads) -> None:

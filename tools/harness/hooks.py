@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import warp as wp
 
-from . import warp_compat
+from . import graph_replay, warp_compat
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -120,6 +120,10 @@ class _State:
     originals: dict[str, Any] = field(default_factory=dict)
     hook_failure: str | None = None
     """The first exception our own wrapper code raised (see `_hook_failed`); None while there is none."""
+    recording: graph_replay.Recording | None = None
+    """The events of the graph being captured now: held back until a replay runs them (`graph_replay`)."""
+    graphs: dict[int, tuple[Any, graph_replay.Recording]] = field(default_factory=dict)
+    """Each captured graph (kept alive, so its id stays its own) and the events recorded into it."""
 
 
 STATE = _State()
@@ -129,9 +133,15 @@ def add_listener(listener: Listener) -> None:
     STATE.listeners.append(listener)
 
 
+_GRAPH_EVENTS = ("graph_capture", "graph_launch", "script_end")
+
+
 def _emit(name: str, *args) -> None:
     if STATE.in_hook:
         return  # Warp calls made by a listener itself (its own tapes, launches) are not the user's
+    if STATE.recording is not None and name not in _GRAPH_EVENTS:
+        STATE.recording.events.append((name, args))  # recorded, not run: delivered when a replay runs it
+        return
     STATE.in_hook += 1
     try:
         notify(STATE.listeners, name, *args)
@@ -345,22 +355,45 @@ def _wrap_to_torch(orig_to_torch: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # ---------------------------------------------------------------------------------------------- graph capture
-# Graph capture records launches without running them and a replay runs them without any Python call:
-# listeners must know, since what they saw during recording is not what executes.
+# Graph capture records launches without running them and a replay runs them without any Python call: the
+# events of a recording are held back and delivered around each replay, as an eager run would have produced
+# them (`graph_replay`); a graph whose events cannot be delivered in order is announced as `graph_launch`.
 def _capture_begin(*args, **kwargs):
     result = STATE.originals["capture_begin"](*args, **kwargs)
     _emit("graph_capture", True)
+    STATE.recording = graph_replay.Recording()
     return result
 
 
 def _capture_end(*args, **kwargs):
+    rec, STATE.recording = STATE.recording, None
+    graph = STATE.originals["capture_end"](*args, **kwargs)
+    if rec is not None:
+        STATE.graphs[id(graph)] = (graph, rec)
+        if rec.decline():
+            # Not followed at replay: the listeners see the events as recorded (while capturing), as they did
+            # before replays were followed, and refuse with the reason.
+            for name, event_args in rec.events:
+                _emit(name, *event_args)
     _emit("graph_capture", False)
-    return STATE.originals["capture_end"](*args, **kwargs)
+    return graph
+
+
+def graph_decline(graph) -> str:
+    """Why a replay of `graph` is not followed (for the listeners' `graph_launch`)."""
+    entry = STATE.graphs.get(id(graph))
+    if entry is None or entry[0] is not graph:
+        return "wp.capture_launch replays a graph that was not recorded while the harness watched (loaded from a file?)"
+    return entry[1].decline() or ""
 
 
 def _capture_launch(graph, *args, **kwargs):
-    _emit("graph_launch", graph)
-    return STATE.originals["capture_launch"](graph, *args, **kwargs)
+    entry = STATE.graphs.get(id(graph))
+    if STATE.in_hook or entry is None or entry[0] is not graph or entry[1].decline():
+        _emit("graph_launch", graph)
+        return STATE.originals["capture_launch"](graph, *args, **kwargs)
+    return graph_replay.replay(entry[1], lambda: STATE.originals["capture_launch"](graph, *args, **kwargs), _emit,
+                               STATE.originals["numpy"])
 
 
 # ---------------------------------------------------------------------------------------------- installing

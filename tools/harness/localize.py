@@ -7,7 +7,8 @@ Right after the user's `backward` of each tape the inspector described:
   input adjoints turn non-finite while its output adjoints were finite is the origin (like PyTorch's
   `detect_anomaly`). The first forward launch that wrote non-finite values is reported too.
 * **Per-launch gradcheck** (config `localize.gradcheck`): `warp.autograd.gradcheck_tape` on a one-launch
-  tape for each distinct kernel launch, guarded against its known failures (warp-facts §4.3): launches
+  tape for each distinct kernel launch whose dense Jacobians fit `jacobian_budget_bytes` (above it, and for
+  large vector/matrix arrays, directional products in linear memory: `directional_check`), guarded against its known failures (warp-facts §4.3): launches
   with no `outputs=` raise even with `raise_exception=False`, backward-disabled kernels and copies are
   skipped silently, and a pair without `requires_grad` passes vacuously; all of these are listed instead.
 
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from . import hooks, warp_compat
+from . import directional_check, hooks, warp_compat
 from .hooks import safe as _safe
 from .protocol import (
     GradcheckRun,
@@ -65,12 +66,26 @@ def _entry_arrays(entry) -> tuple[list, list]:
     return ([src] if isinstance(src, wp.array) else []), ([dest] if isinstance(dest, wp.array) else [])
 
 
-def _finite(a) -> bool:
+def _finite(a) -> bool | None:
+    """True: every floating-point value of `a` is finite; False: one is NaN/inf; None: the values could not be
+    read (no verdict: an unreadable array is never reported finite)."""
     try:
         v = _np(a)
-        return bool(np.all(np.isfinite(v.astype(np.float64)))) if v.dtype.kind in "fc" or v.dtype.fields is None else True
-    except Exception:  # noqa: BLE001 - structured or exotic dtypes: no verdict
-        return True
+    except Exception:  # noqa: BLE001 - any failure to read the values is "unknown", never "finite"
+        return None
+    return finite_values(v)
+
+
+def finite_values(v: np.ndarray) -> bool | None:
+    """`_finite` on host values: struct arrays are checked field by field (nested structs included)."""
+    if v.dtype.fields is not None:
+        found = [finite_values(v[name]) for name in v.dtype.names or ()]
+        return False if False in found else None if None in found else True
+    if v.dtype.kind in "fc":
+        return bool(np.all(np.isfinite(v)))
+    if v.dtype.kind in "iub":
+        return True  # integers and booleans hold no NaN/inf
+    return None
 
 
 @contextlib.contextmanager
@@ -122,6 +137,7 @@ class LocalizeListener(hooks.Listener):
         self.max_launches = options.max_launches
         self.max_per_var = options.max_per_var
         self.budget_s = options.budget_s
+        self.jacobian_budget = options.jacobian_budget_bytes
         self.pre: dict[int, Any] = {}
         self.notes: list[str] = []
 
@@ -179,12 +195,15 @@ class LocalizeListener(hooks.Listener):
         res = NanReplay()
         for j, e in enumerate(entries):
             _, outs = _entry_arrays(e)
-            bad = [a for a in outs if not _finite(a)]
+            bad = [a for a in outs if _finite(a) is False]
             if bad:
                 res.forward_origin = NanStep(index=j, arrays=names(bad))
                 break
         all_arrays = [a for e in entries for side in _entry_arrays(e) for a in side]
-        if all(a.grad is None or _finite(a.grad) for a in all_arrays):
+        # Arrays whose values or adjoints could not be read were not checked: listed, never counted as finite.
+        res.unreadable = names([a for a in {id(a): a for a in all_arrays}.values()
+                                if _finite(a) is None or (a.grad is not None and _finite(a.grad) is None)])
+        if not any(a.grad is not None and _finite(a.grad) is False for a in all_arrays):
             return res
         res.nonfinite_adjoints = True
         pre = self.pre.get(id(tape))
@@ -195,7 +214,7 @@ class LocalizeListener(hooks.Listener):
         post = _Snapshot(all_arrays + ([loss] if isinstance(loss, wp.array) else []), values=False)
         try:
             snap_pre.restore(values=False)
-            stale = [a for a in all_arrays if a.grad is not None and not _finite(a.grad)]
+            stale = [a for a in all_arrays if a.grad is not None and _finite(a.grad) is False]
             res.nonfinite_before_backward = names(list({id(a): a for a in stale}.values()))
             written = {id(a) for e in entries for a in _entry_arrays(e)[1]}
             with _quiet_harness():
@@ -204,7 +223,7 @@ class LocalizeListener(hooks.Listener):
                 for a in all_arrays:
                     if a.grad is None or a is loss or a in (grads or {}):
                         continue
-                    if id(a) in written and _finite(a.grad) and np.any(_np(a.grad) != 0):
+                    if id(a) in written and _finite(a.grad) is True and np.any(_np(a.grad) != 0):
                         continue
                     a.grad.zero_()
                 if isinstance(loss, wp.array) and loss.grad is not None:
@@ -217,11 +236,11 @@ class LocalizeListener(hooks.Listener):
                 for j in range(len(entries) - 1, -1, -1):
                     e = entries[j]
                     ins, outs = _entry_arrays(e)
-                    outs_finite = all(a.grad is None or _finite(a.grad) for a in outs)
-                    before = {id(a) for a in ins if a.grad is not None and _finite(a.grad)}
+                    outs_finite = all(a.grad is None or _finite(a.grad) is True for a in outs)
+                    before = {id(a) for a in ins if a.grad is not None and _finite(a.grad) is True}
                     warp_compat.set_tape_records(one, [e])
                     hooks.original("backward")(one)
-                    bad = [a for a in ins if id(a) in before and not _finite(a.grad)]
+                    bad = [a for a in ins if id(a) in before and _finite(a.grad) is False]
                     if bad:
                         res.origin = NanStep(index=j, arrays=names(bad), output_adjoints_finite=outs_finite)
                         break
@@ -264,20 +283,26 @@ class LocalizeListener(hooks.Listener):
                 continue
             ins, outs = _entry_arrays(e)
             per_var = self.max_per_var
+            dense = directional_check.dense_jacobian_bytes(ins, outs)
+            if dense > self.jacobian_budget:
+                # gradcheck_tape would allocate the full Jacobians whatever max_inputs_per_var says.
+                checked.append(self._check_one(j, rec, warp.autograd, per_var, directional=dense))
+                continue
             if any(wp.types.type_size(a.dtype) > 1 for a in ins + outs):
                 # Measured on 1.19: with vector/matrix dtypes, max_inputs_per_var leaves NaN in the FD Jacobian
-                # and the check FAILs spuriously, so these are checked in full or not at all.
+                # and the check FAILs spuriously, so these are checked in full, or by directions when large.
                 biggest = max(a.size * wp.types.type_size(a.dtype) for a in ins + outs)
                 if biggest > MAX_FULL_SCALARS:
-                    skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason=(
-                        f"vector/matrix arrays of {biggest} scalars: too large to check in full, and Warp's "
-                        "max_inputs_per_var gives NaN finite differences for such dtypes")))
+                    checked.append(self._check_one(j, rec, warp.autograd, per_var, directional=dense))
                     continue
                 per_var = -1
             checked.append(self._check_one(j, rec, warp.autograd, per_var))
         return LaunchGradchecks(checked=checked, skipped=skipped)
 
-    def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int) -> GradcheckRun:
+    def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int,
+                   directional: int | None = None) -> GradcheckRun:
+        """gradcheck_tape on the launch alone; `directional` (the dense Jacobians' bytes): directional products
+        instead, in memory linear in the arrays."""
         kernel, e = launch.kernel, launch.entry
         ins, outs = _entry_arrays(e)
         f64 = all("64" in str(getattr(a.dtype, "__name__", a.dtype)) for a in ins + outs if a.dtype is not None)
@@ -288,8 +313,9 @@ class LocalizeListener(hooks.Listener):
         mags = [float(np.max(np.abs(v.astype(np.float64)))) for _, v, _, _ in snap.items
                 if v is not None and v.size and v.dtype.kind == "f"]
         noise = 0.0 if f64 else 4.0 * 1.2e-7 * max(mags, default=0.0) / eps
-        rec = GradcheckRun(index=j, kernel=kernel.key, eps=eps, atol=atol, rtol=rtol)
-        bad_in = [a for a in ins if not _finite(a)]
+        rec = GradcheckRun(index=j, kernel=kernel.key, eps=eps, atol=atol, rtol=rtol,
+                           method="jacobian" if directional is None else "directional", dense_jacobian_bytes=directional)
+        bad_in = [a for a in ins if _finite(a) is False]
         if bad_in:
             rec.status = "nan_inputs"
             rec.reason = ("its inputs already hold NaN/inf values after the forward pass, so neither AD nor FD is "
@@ -297,6 +323,12 @@ class LocalizeListener(hooks.Listener):
                              "inspect iteration 0)")
             return rec
         def run(step: float) -> tuple[bool, list[GradcheckTableRow]]:
+            if directional is not None:
+                with _quiet_harness():
+                    rows = directional_check.directional_rows(launch, step, atol, rtol, seed=j,
+                                                              support=max(per_var, 1))
+                snap.restore()
+                return all(r.passed == "PASS" for r in rows), rows
             out = io.StringIO()
             with _quiet_harness(), contextlib.redirect_stdout(out):
                 one = wp.Tape()

@@ -102,6 +102,8 @@ class LocalizeOptions(_Config):
     max_launches: int = 24
     max_per_var: int = 16
     budget_s: float = 60.0
+    jacobian_budget_bytes: int = Field(64 << 20, description="Largest dense Jacobian pair (AD + FD) a per-launch "
+                                       "check may allocate; larger launches are checked by directional products.")
 
 
 class SessionConfig(_Config):
@@ -588,6 +590,8 @@ class NanReplay(BaseModel):
     origin: NanStep | None = None
     forward_origin: NanStep | None = None
     nonfinite_before_backward: list[str] = Field(default_factory=list)
+    unreadable: list[str] = Field(default_factory=list, description="Arrays whose values or adjoints could not be "
+                                  "read, so were not checked for NaN/inf (never counted as finite).")
 
 
 class GradcheckTableRow(BaseModel):
@@ -616,6 +620,9 @@ class GradcheckRun(BaseModel):
     fd_noise: float | None = None
     eps_retry: float | None = None
     passed_at_larger_eps: bool | None = None
+    method: Literal["jacobian", "directional"] = "jacobian"
+    dense_jacobian_bytes: int | None = Field(None, description="What gradcheck_tape would have allocated, where the "
+                                             "launch was checked by directional products instead.")
     rows: list[GradcheckTableRow] = Field(default_factory=list)
 
 

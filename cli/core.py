@@ -227,8 +227,12 @@ def tool_command(spec: ToolSpec) -> click.Command:
             params.append(click.Option([opt, name], type=ctype, multiple=multiple, required=False, default=None,
                                        help=field.description))
     params.append(click.Option(["--workspace"], type=click.Path(file_okay=False), default=".", help="Workspace root."))
+    # Scripts parse this command's output: the whole record stays the default here (a model's default is the
+    # one-screen summary, over MCP and chat).
+    params.append(click.Option(["--detail"], type=click.Choice(["summary", "full"]), default="full",
+                               help="full: the whole record as JSON (default); summary: the one-screen answer."))
 
-    def callback(workspace: str, **kwargs: Any) -> None:
+    def callback(workspace: str, detail: str, **kwargs: Any) -> None:
         from ..tools.registry import ToolError
 
         raw = {k: v for k, v in kwargs.items() if v is not None and v != ()}
@@ -240,7 +244,7 @@ def tool_command(spec: ToolSpec) -> click.Command:
         except (ToolError, ValidationError) as e:
             click.echo(json.dumps({"error": str(e)}), err=True)
             raise SystemExit(2) from None
-        click.echo(result.model_dump_json(indent=2))
+        click.echo(result.model_dump_json(indent=2) if detail == "full" else spec.summary(result))
 
     return click.Command(spec.name, params=params, callback=callback,
                          help=spec.description.split("\n\n")[0], short_help=spec.description.split(".")[0][:80])

@@ -106,14 +106,20 @@ def diagnose_cmd(
     full_run: Annotated[bool, typer.Option("--full-run", help="Run the script to its end for the loss trajectory "
                                            "(default: stop once the printed loss shows its trend).")] = False,
     md: Annotated[Path | None, typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document: every field, repeats collapsed "
+                                          "with a count and long lists capped with a count (--detail full: all).")] = False,
+    detail: Annotated[str, typer.Option(help="summary (default) or full: with --json, the whole record.")] = "summary",
 ) -> None:
     """Diagnose a training script's gradients: FD check, tracker, tape, rules, localization; ranked causes.
 
     Exit 0: gradients correct, 1: wrong, 2: no verdict or the script cannot run. Arguments after `--` go to the script.
     """
+    from ..tools.budget import compact_json
     from ..tools.registry import ToolError
 
+    if detail not in ("summary", "full"):
+        console.print(f"[red]error:[/] --detail must be summary or full (got {detail!r})")
+        raise typer.Exit(2)
     ws = workspace_for(script, workspace)
     # The stages fork their runs from one warm worker instead of booting Python and Warp for each.
     try:
@@ -139,7 +145,7 @@ def diagnose_cmd(
     if md:
         md.write_text(markdown(r), encoding="utf-8")
     if as_json:
-        print(r.model_dump_json(indent=2))
+        print(r.model_dump_json(indent=2) if detail == "full" else compact_json(r))
     else:
         render(r, out)
     raise typer.Exit(1 if r.gradients_wrong else (0 if r.gradients_wrong is False else 2))

@@ -501,8 +501,11 @@ class _Stages:
     def attach_ready_fixes(self) -> None:
         """Each hypothesis at a rule hit with a mechanical repair carries it, as the exact call."""
         for h in self.res.hypotheses:
-            hit = next((f for f in self.res.findings if f.code == h.rule and f.path == h.file and f.line == h.line),
-                       None)
+            # Ranking merges evidence within a line of each other under one hypothesis (its rule may be the
+            # signature's or the tape's), so the rule hit is looked up by place.
+            hit = next((f for f in self.res.findings if h.file == f.path and h.line is not None
+                        and abs(f.line - h.line) <= 1 and (h.rule == f.code or any(
+                            e.source == "rule" and e.detail == f.message for e in h.evidence))), None)
             if hit is not None:
                 h.ready_fix = ready_fix(hit, self.workspace)
 

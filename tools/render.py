@@ -66,7 +66,8 @@ def _evidence(res: DiagnoseResult) -> list[str]:
 
 
 def _hypotheses(res: DiagnoseResult) -> list[str]:
-    lines = []
+    lines: list[str] = []
+    shown: set[str] = set()
     for h in res.hypotheses[:TOP_HYPOTHESES]:
         where = f" at {h.file}:{h.line}" if h.file and h.line else ""
         lines.append(f"{h.rank}. {h.title}{where} (score {h.score:.2f}" + (f", {h.reference}" if h.reference else "")
@@ -76,7 +77,9 @@ def _hypotheses(res: DiagnoseResult) -> list[str]:
         if h.next_check:
             lines.append(f"   fix: {squeeze(h.next_check, 300)}")
         if h.ready_fix is not None:
-            lines.append(f"   ready fix (one call): {h.ready_fix.call_text()}")
+            call = h.ready_fix.call_text()
+            lines.append(f"   ready fix (one call): {call}" if call not in shown else "   ready fix: the one above")
+            shown.add(call)
     if len(res.hypotheses) > TOP_HYPOTHESES:
         lines.append(f"({len(res.hypotheses) - TOP_HYPOTHESES} lower-ranked hypotheses not shown)")
     return lines

@@ -424,3 +424,11 @@ def test_prompt_token_benchmark_prints_the_counts():
     assert counts["references_tokens"] == sum(
         counts[f"{name.removesuffix('.md')}_tokens"] for name in prompt.reference_names()
     )
+
+
+def test_the_skill_says_how_to_get_the_full_record_and_to_apply_a_ready_fix_as_offered():
+    text = flat(prompt.render_skill())
+    assert 'Pass `detail="full"`' in text and "ready fix (one call): edit_file" in text
+    tools = load_tools()
+    assert all("detail" in spec.input_schema()["properties"] for spec in tools.values())
+    assert "edit_file" in tools  # the call a ready fix names exists

@@ -26,9 +26,10 @@ class UsageKnob(NamedTuple):
     name: str
     category: str
     node: ast.Constant
+    value: int
 
 
-def _module_constants(tree: ast.Module) -> dict[str, ast.Constant]:
+def _module_constants(tree: ast.Module) -> dict[str, tuple[ast.Constant, int]]:
     """Names bound exactly once in the module, at its top level, to an int literal >= 2."""
     bound: dict[str, int] = {}
     for node in ast.walk(tree):
@@ -38,13 +39,13 @@ def _module_constants(tree: ast.Module) -> dict[str, ast.Constant]:
             for n in ast.walk(t):
                 if isinstance(n, ast.Name):
                     bound[n.id] = bound.get(n.id, 0) + 1
-    out = {}
+    out: dict[str, tuple[ast.Constant, int]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             v = node.value
-            if isinstance(v, ast.Constant) and type(v.value) is int and v.value >= 2 \
-                    and bound.get(node.targets[0].id) == 1:
-                out[node.targets[0].id] = v
+            if isinstance(v, ast.Constant) and isinstance(v.value, int) and not isinstance(v.value, bool) \
+                    and v.value >= 2 and bound.get(node.targets[0].id) == 1:
+                out[node.targets[0].id] = (v, v.value)
     return out
 
 
@@ -88,4 +89,4 @@ def usage_knobs(source: str) -> list[UsageKnob]:
     for name, cat in _uses(tree):
         if name in constants and (name not in best or _RANK[cat] < _RANK[best[name]]):
             best[name] = cat
-    return [UsageKnob(name, cat, constants[name]) for name, cat in best.items()]
+    return [UsageKnob(name, cat, *constants[name]) for name, cat in best.items()]

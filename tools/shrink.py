@@ -166,7 +166,7 @@ def find_knobs(source: str) -> list[Knob]:
                 found.append(_Found(f"range@{stop.lineno}", "loop", "loop", stop, n))
 
     # Constants no name reveals (`T = 60`), known by their use (tools/knobs.py).
-    found += [_Found(k.name, "constant", k.category, k.node, k.node.value) for k in usage_knobs(source)
+    found += [_Found(k.name, "constant", k.category, k.node, k.value) for k in usage_knobs(source)
               if all((f.node.lineno, f.node.col_offset) != (k.node.lineno, k.node.col_offset) for f in found)]
     found.sort(key=lambda f: (f.node.lineno, f.node.col_offset))
     counts: dict[str, int] = {}

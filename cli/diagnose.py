@@ -76,6 +76,10 @@ def render(r: DiagnoseResult, con: Console) -> None:
             con.print(f"     [dim]{e.source}:[/] {e.detail[:220]}")
         if h.reference:
             con.print(f"     [dim]see {h.reference}[/]")
+        if h.ready_fix is not None:
+            a = h.ready_fix.arguments
+            con.print(f"     [green]ready fix:[/] in {a.path}, replace {a.old_text.strip()!r} with {a.new_text.strip()!r}",
+                      highlight=False)
     cited = next((h.reference for h in r.hypotheses[:5] if h.reference), None)
     m = re.match(r"references/([\w-]+)\.md §(\w+)", cited or "")
     if m:

@@ -33,7 +33,7 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = Path(sys.executable).parent / "warpgrad"
@@ -52,6 +52,7 @@ class CaseStat(BaseModel):
     script: str
     verdict: str
     fix: str
+    check_after: str = Field(description="The gradcheck after the fix: pass, FAIL or no verdict.")
     calls: list[CallStat]
     gate: str
     refused_rules: list[str] = []
@@ -115,25 +116,28 @@ async def play(case_id: str, workspace: Path, script: str, fixed: Path, env: dic
             await _call(client, "edit_file", ready, calls)
         elif diff:
             await _call(client, "apply_patch", {"diff": diff, "reason": "the case's recorded fix"}, calls)
-        await _call(client, "gradcheck", {"script": script}, calls)
+        g = await _call(client, "gradcheck", {"script": script}, calls)
+        check_after = {True: "pass", False: "FAIL", None: "no verdict"}[(g.structured_content or {}).get("passed")]
         outcome = "fixed" if wrong else "gradients_correct"
         done = await _call(client, "finish", {"outcome": outcome, "summary": f"bench session on {case_id}"}, calls)
     text = done.content[0].text if done.content else ""
     rules = sorted(set(re.findall(r"\bG\d{3}\b", text)))
     gate = f"{outcome}: " + ("accepted" if not done.is_error else "refused")
-    return CaseStat(case=case_id, script=script, verdict=verdict, fix=fix, calls=calls, gate=gate,
+    return CaseStat(case=case_id, script=script, verdict=verdict, fix=fix, check_after=check_after, calls=calls,
+                    gate=gate,
                     refused_rules=rules if done.is_error else [], refusal=text[:800] if done.is_error else "")
 
 
 def table(stats: list[CaseStat]) -> str:
-    lines = ["| case | diagnose | fix | calls | characters read | tool wall (s) | gate |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| case | diagnose | fix | check after | calls | characters read | tool wall (s) | gate |",
+             "|---|---|---|---|---|---|---|---|"]
     for s in stats:
         refused = f" ({', '.join(s.refused_rules)})" if s.refused_rules else ""
-        lines.append(f"| {s.case} | {s.verdict} | {s.fix} | {len(s.calls)} | {s.text_chars:,} | {s.wall_s} | "
+        lines.append(f"| {s.case} | {s.verdict} | {s.fix} | {s.check_after} | {len(s.calls)} | {s.text_chars:,} | "
+                     f"{s.wall_s} | "
                      f"{s.gate}{refused} |")
     if stats:
-        lines.append(f"| median | | | {statistics.median(len(s.calls) for s in stats):g} | "
+        lines.append(f"| median | | | | {statistics.median(len(s.calls) for s in stats):g} | "
                      f"{statistics.median(s.text_chars for s in stats):,.0f} | "
                      f"{statistics.median(s.wall_s for s in stats):.1f} | "
                      f"{sum('accepted' in s.gate for s in stats)}/{len(stats)} accepted |")

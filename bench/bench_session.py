@@ -87,7 +87,9 @@ def _recorded_fix(workspace: Path, fixed: Path) -> str | None:
 async def _call(client: Client, tool: str, arguments: dict[str, Any], calls: list[CallStat]) -> Any:
     t = time.perf_counter()
     r = await client.call_tool(tool, arguments, read_timeout_seconds=1800)
-    text = sum(len(getattr(c, "text", "") or "") for c in r.content)
+    # What the model reads: the text blocks, and a resource link's uri, name and description.
+    text = sum(len(c.text) if c.type == "text" else len(f"{c.uri} {c.name} {c.description or ''}")
+               for c in r.content if c.type in ("text", "resource_link"))
     structured = len(json.dumps(r.structured_content)) if r.structured_content is not None else 0
     calls.append(CallStat(tool=tool, text_chars=text, structured_chars=structured,
                           wall_s=round(time.perf_counter() - t, 2), is_error=bool(r.is_error)))

@@ -112,7 +112,8 @@ def test_every_tool_stage_on_the_largest_suite_program_fits_its_budget(largest):
         if record is None:
             continue
         assert len(tools[name].answer(record, "summary")) <= tools[name].budget, name
-    direct = {"workspace_overview": {}, "quick_checks": {}, "search_code": {"pattern": "wp"}}
+    direct = {"workspace_overview": {}, "quick_checks": {}, "search_code": {"pattern": "wp"},
+              "shrink": {"script": res.script}}
     for name, args in direct.items():
         record = tools[name].call(args, ws)
         assert len(tools[name].answer(record, "summary")) <= tools[name].budget == SCREEN, name

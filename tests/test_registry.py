@@ -28,3 +28,18 @@ def test_every_front_end_lists_exactly_the_declared_tools():
     skill_tools = prompt.render_skill().split("## Tools")[1].split("## References")[0]
     for name in declared:
         assert f"- `{name}`: " in skill_tools
+
+
+def test_the_gradcheck_and_run_commands_take_their_options_from_the_input_models():
+    import click
+
+    from warpgrad.cli.core import click_commands
+    from warpgrad.tools.gradcheck import GradcheckArgs
+    from warpgrad.tools.run_script import RunScriptArgs
+
+    models = {"gradcheck": GradcheckArgs, "run": RunScriptArgs}
+    renamed = {"params": "param", "timeout_s": "timeout"}
+    for cmd in click_commands():
+        opts = {o for p in cmd.get_params(click.Context(cmd)) for o in p.opts}
+        for field in set(models[cmd.name].model_fields) - {"script", "args"}:
+            assert "--" + renamed.get(field, field).replace("_", "-") in opts, (cmd.name, field)

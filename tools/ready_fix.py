@@ -98,11 +98,15 @@ def _requires_grad(f: Finding, source: str, tree: ast.Module) -> EditCall | None
         if not (isinstance(v, ast.Constant) and v.value is False and v.lineno == v.end_lineno):
             return None
         row = lines[v.lineno - 1]
+        if not row.isascii():
+            return None  # ast columns count UTF-8 bytes: only an ASCII line slices by them exactly
         patched_row = row[:v.col_offset] + "True" + row[v.end_col_offset:]
         return _edit(f.path, source, v.lineno - 1, v.lineno - 1, [patched_row],
                      "WG001: the array needs requires_grad=True for its gradient")
     first, last = call.lineno - 1, call.end_lineno - 1
     end = lines[last]
+    if not end.isascii():
+        return None  # ast columns count UTF-8 bytes: only an ASCII line slices by them exactly
     close = call.end_col_offset - 1  # the closing parenthesis
     if end[close:close + 1] != ")":
         return None

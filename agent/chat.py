@@ -89,10 +89,12 @@ def one_line(record: dict[str, Any], width: int = 100) -> str:
     """A tool result in one line: the error text, or the most telling fields of the result."""
     text = record["output"]
     if not record["is_error"]:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
+        data = record.get("result")
+        if data is None:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError:
+                data = None
         if isinstance(data, dict):
             picked = [(k, data[k]) for k in SUMMARY_KEYS if k in data and data[k] not in (None, "", [], {})]
             text = ", ".join(f"{k}={v}" for k, v in picked[:5]) or ", ".join(data)[:width]
@@ -310,14 +312,17 @@ def replay(
     for e in read_events(path):
         if e.get("type") != "tool_call" or e.get("declined"):
             continue
-        output, is_error, _ = run_tool(tools, e["name"], e["input"], workspace)
+        output, is_error, result = run_tool(tools, e["name"], e["input"], workspace)
         if is_error != e["is_error"]:
             diffs = [f"is_error: {e['is_error']} -> {is_error}: {output[:300]}"]
         elif is_error:
             same = _ledger_refs(output) == _ledger_refs(e["output"])
             diffs = [] if same else [f"error text: {e['output'][:150]!r} -> {output[:150]!r}"]
         else:
-            diffs = _json_diff(json.loads(e["output"]), json.loads(output), "", rtol, ignore)
+            # Trajectories keep the whole record under "result"; older ones had it as the output text.
+            before = e["result"] if e.get("result") is not None else json.loads(e["output"])
+            now = result.model_dump(mode="json") if result is not None else json.loads(output)
+            diffs = _json_diff(before, now, "", rtol, ignore)
         out.append({"id": e["id"], "name": e["name"], "same": not diffs, "differences": diffs})
     return out
 

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..tools.registry import ToolError, ToolSpec, load_tools
+from ..tools.registry import ToolError, ToolSpec, load_tools, split_detail
+from ..tools.render import READ_BUDGET
 from . import prompt
 
 INLINE_TOKEN_LIMIT = 2000
@@ -85,6 +86,8 @@ READ_REFERENCE = ToolSpec(
     result=ReadReferenceResult,
     run=_read_reference,
     read_only=True,
+    render=lambda r: r.text,
+    budget=READ_BUDGET,
 )
 
 
@@ -147,19 +150,21 @@ def run_tool(
 ) -> tuple[str, bool, BaseModel | None]:
     """Run a tool call; returns (text for the model, is_error, result model or None).
 
-    Every failure the model can act on becomes an error text rather than an exception: refusals
-    (`ToolError`, including a refused `finish`), bad arguments, unknown names, and crashes.
+    The text is the tool's one-screen answer, or its whole record as JSON when the call asks for
+    `detail="full"`. Every failure the model can act on becomes an error text rather than an exception:
+    refusals (`ToolError`, including a refused `finish`), bad arguments, unknown names, and crashes.
     """
     try:
         if name not in tools:
             raise ToolError(f"unknown tool {name!r}; available: {', '.join(tools)}")
         spec = tools[name]
+        own, detail = split_detail(raw)
         try:
-            args = spec.args.model_validate(raw)
+            args = spec.args.model_validate(own)
         except ValidationError as e:
             raise ToolError(invalid_args_message(name, e)) from None
         result = spec.call(args, workspace)
-        output, is_error = result.model_dump_json(), False
+        output, is_error = spec.answer(result, detail), False
     except ToolError as e:
         output, is_error, result = str(e), True, None
     except Exception as e:  # noqa: BLE001 -- a crashing tool must not end the session: the model can try another way

@@ -200,6 +200,7 @@ class Agent:
         self.events.on_tool_start(spec, call)
         t0 = time.monotonic()
         declined = self.events.confirm(spec, call) if spec is not None and spec.name in EDIT_TOOLS else None
+        result = None
         if declined is not None:
             output, is_error = f"The user declined this change. {declined}".strip(), True
         else:
@@ -212,6 +213,8 @@ class Agent:
             "name": call["name"],
             "input": call["input"],
             "output": output,
+            # The model reads `output` (one screen); the trajectory keeps the whole record for replay and review.
+            "result": None if result is None else result.model_dump(mode="json"),
             "is_error": is_error,
             "declined": declined is not None,
             "seconds": round(time.monotonic() - t0, 3),

@@ -1,8 +1,10 @@
 """`warpgrad mcp`: the tool registry, the skill and its references served over MCP (stdio).
 
-Every registry tool is listed with its input and output schema and read-only/destructive annotations
-and returns structured content; the skill is the prompt `warpgrad`; each reference is a resource
-`warpgrad://references/<name>`. A tool that refuses, crashes, times out or gets bad arguments returns
+Every registry tool is listed with its input and output schema and read-only/destructive annotations.
+A call answers with the tool's one-screen text (`detail="full"`: the whole record as JSON), a resource
+link to the full record (`warpgrad://results/<n>-<tool>`, readable for the rest of the session), and the
+full record as structured content for programs (a host shows the model the text). The skill is the
+prompt `warpgrad`; each reference is a resource `warpgrad://references/<name>`. A tool that refuses, crashes, times out or gets bad arguments returns
 `is_error` and the server keeps serving. The workspace is fixed when the server starts.
 
 Nothing but protocol reaches stdout: `mcp.server.stdio.stdio_server` points fd 1 at stderr while it
@@ -16,6 +18,7 @@ call, the prompt or the rendered skill), so a host's handshake does not wait for
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -38,6 +41,9 @@ SERVER_NAME = "warpgrad"
 PROMPT_NAME = prompt.SKILL_NAME
 REFERENCE_URI = "warpgrad://references/{}"
 SKILL_URI = "warpgrad://skill/SKILL.md"
+RESULT_URI = "warpgrad://results/"
+KEEP_RESULTS = 64
+"""Full records kept for `resources/read` (the oldest is dropped first)."""
 TOOL_TIMEOUT = 1800.0
 """Backstop for one tool call; the tools' own subprocess timeouts normally end a stuck run first."""
 PROGRESS_EVERY = 2.0
@@ -78,7 +84,8 @@ def _run_tool_bounded(
     process boundary as the same JSON the structured content is made of, never revalidated.
     """
 
-    from ..tools.registry import ToolCrashed, run_bounded
+    from ..tools.forked_call import run_bounded
+    from ..tools.registry import ToolCrashed
     from ..tools.worker import shared_pool
     from .context import run_tool
 
@@ -111,6 +118,8 @@ def build_server(
     """
     workspace = Path(workspace).resolve()
     loaded: list[dict[str, ToolSpec]] = [] if tools is None else [tools]
+    records: dict[str, str] = {}
+    numbers = itertools.count(1)
 
     def the_tools() -> dict[str, ToolSpec]:
         if not loaded:
@@ -169,8 +178,14 @@ def build_server(
             tg.cancel_scope.cancel()
         if is_error or result is None:
             return types.CallToolResult(content=_text(output), is_error=True)
-        data = json.loads(result)
-        return types.CallToolResult(content=_text(json.dumps(data)), structured_content=data)
+        uri = f"{RESULT_URI}{next(numbers)}-{params.name}"
+        records[uri] = result
+        if len(records) > KEEP_RESULTS:
+            records.pop(next(iter(records)))
+        link = types.ResourceLink(type="resource_link", uri=uri, name=uri.removeprefix(RESULT_URI),
+                                  mime_type="application/json",
+                                  description=f"the full {params.name} record ({len(result)} characters)")
+        return types.CallToolResult(content=[*_text(output), link], structured_content=json.loads(result))
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(
@@ -227,6 +242,13 @@ def build_server(
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
+        if uri in records:
+            return types.ReadResourceResult(
+                contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=records[uri])]
+            )
+        if uri.startswith(RESULT_URI):
+            raise MCPError(types.INVALID_PARAMS, f"no record {uri} in this session (the oldest are dropped after "
+                           f"{KEEP_RESULTS}); call the tool again")
         if uri == SKILL_URI:
             text = skill_text()
         else:

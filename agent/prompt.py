@@ -2,7 +2,8 @@
 
 Rendering is deterministic for the same inputs (tool list, descriptions, Warp version), so the
 system prompt is byte-identical across sessions and prompt caching hits. This module never imports
-warp: the installed version is read from package metadata.
+warp: the installed version is read from package metadata. The tool list comes from the registry
+(`known_tools`), never from a list kept here.
 """
 
 from __future__ import annotations
@@ -21,32 +22,6 @@ SKILL_NAME = "warp-debug-gradients"
 # The Warp release the numbers quoted in SKILL.md and references/ were measured on (the test suite
 # re-measures them on whatever Warp is installed and fails on any that went stale).
 MEASURED_WARP = "1.19.0"
-
-# Registry order (tools/registry.py TOOL_MODULES) with a one-line fallback summary, used when the caller
-# does not pass the registry's own docstring lines.
-KNOWN_TOOLS: dict[str, str] = {
-    "workspace_overview": "list the workspace's scripts, the files they import, and where tapes, backward calls "
-    "and optimizers are.",
-    "read_file": "read a workspace file, or a line range of it.",
-    "search_code": "search the workspace's source for a pattern.",
-    "shrink": "write a shrunk copy of a script (fewer elements, steps, iterations) and report what changed.",
-    "write_file": "create a new diagnostic file (a probe, a repro script); it refuses to overwrite the user's "
-    "files.",
-    "edit_file": "replace an exact snippet in a workspace file (backed up first).",
-    "apply_patch": "apply a unified diff to workspace files (backed up first).",
-    "run_script": "run a script in a sandboxed subprocess with a timeout and return its output and loss "
-    "trajectory.",
-    "gradcheck": "end-to-end finite-difference check of the gradient the optimizer consumes, by capture of "
-    "the unmodified script or through a probe file; returns the signature.",
-    "instrument": "run a script with Warp's overwrite tracker on and return its warnings as records.",
-    "inspect_tape": "list the recorded launches with call sites, the arrays each reads and writes, arrays "
-    "without requires_grad, and backward-disabled kernels.",
-    "quick_checks": "static rules (WG001...) over the source that flag known gradient-breaking patterns.",
-    "bisect": "find the shortest horizon (or iteration) at which FD and AD first disagree.",
-    "diagnose": "run the whole measured pipeline without a model and return ranked hypotheses.",
-    "finish": "end the session with an outcome; refused unless the evidence ledger supports it.",
-}
-
 
 @dataclass(frozen=True)
 class VersionCaveat:
@@ -111,17 +86,33 @@ def version_caveats(warp_version: str | None) -> list[str]:
     return [c.text for c in VERSION_CAVEATS if parsed < c.below]
 
 
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, its line breaks joined."""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    m = re.match(r"(.+?[.!?])(\s|$)", para)
+    return m.group(1) if m else para
+
+
 def tool_summaries(specs: Mapping[str, Any]) -> dict[str, str]:
-    """First docstring line of each registered tool (`{name: ToolSpec}` from `load_tools()`)."""
-    return {name: spec.description.strip().splitlines()[0].strip() for name, spec in specs.items()}
+    """The first sentence of each tool's docstring (`{name: ToolSpec}`, e.g. from `load_tools()`)."""
+    return {name: first_sentence(spec.description) for name, spec in specs.items()}
+
+
+def known_tools() -> dict[str, str]:
+    """Every registered warpgrad tool, in registry order, with its summary: the tools are declared once, by
+    their `@tool` decorator, and this list is read from there."""
+    from ..tools.registry import load_tools
+
+    return tool_summaries(load_tools())
 
 
 def _tool_lines(tools: Sequence[str] | None, descriptions: Mapping[str, str] | None) -> list[dict[str, str]]:
-    names = list(KNOWN_TOOLS) if tools is None else list(tools)
+    known = known_tools()
+    names = list(known) if tools is None else list(tools)
     descriptions = descriptions or {}
     lines = []
     for name in names:
-        summary = descriptions.get(name) or KNOWN_TOOLS.get(name) or "(no description available)"
+        summary = descriptions.get(name) or known.get(name) or "(no description available)"
         lines.append({"name": name, "summary": summary})
     return lines
 

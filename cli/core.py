@@ -106,98 +106,122 @@ def render_gradcheck(r: GradcheckResult) -> None:
               f"Warp {r.warp_version}, harness {r.harness_id[:12]}[/]")
 
 
-def gradcheck_cmd(
-    ctx: typer.Context,
-    script: Annotated[Path | None, typer.Argument(help="Training script to check (zero-config capture).")] = None,
-    probe: Annotated[Path | None, typer.Option(help="Probe file with params(), loss(), grad().")] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", help="Parameter to check (repeatable).")] = None,
-    iteration: Annotated[int | None, typer.Option(help="Training iteration to check (0-based).")] = None,
-    objective: Annotated[str | None, typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
-    directions: Annotated[int, typer.Option(help="Random directions (2 evaluations each).")] = 3,
-    elements: Annotated[int, typer.Option(help="On failure, check up to N single elements.")] = 0,
-    device: Annotated[str | None, typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
-    workspace: Annotated[Path | None, typer.Option(help="Workspace root (default: the current folder).")] = None,
-    record: Annotated[bool, typer.Option(help="Append the result to .warpgrad/ledger.jsonl.")] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
-) -> None:
-    """Check the gradient the optimizer consumes against finite differences. Exit 0: match, 1: wrong, 2: no verdict.
+def _run_gradcheck(ws: Path, raw: dict[str, Any], as_json: bool) -> int:
+    from ..tools.gradcheck import GradcheckArgs, gradcheck
 
-    Arguments after `--` go to the script.
-    """
-    from ..tools.registry import ToolError
-
-    ws = workspace_for(script or probe, workspace)
-    try:
-        # The capture run and the FD hubs fork from one warm worker instead of booting Python and Warp each.
-        with warm_worker(ws, device):
-            from ..tools.gradcheck import GradcheckArgs, gradcheck
-
-            # The options are plain strings (`--device`); the model validates them and its error names the field.
-            args = GradcheckArgs.model_validate({
-                "script": rel_to(ws, script), "probe": rel_to(ws, probe), "args": list(ctx.args),
-                "params": param or [], "iteration": iteration, "objective": objective, "directions": directions,
-                "elements": elements, "device": device, "timeout_s": timeout, "record": record})
-            if as_json:
+    # The capture run and the FD hubs fork from one warm worker instead of booting Python and Warp each.
+    with warm_worker(ws, raw.get("device")):
+        args = GradcheckArgs.model_validate(raw)
+        if as_json:
+            r = gradcheck(args, ws)
+        else:
+            with console.status("checking: capture run, then finite-difference runs of the script..."):
                 r = gradcheck(args, ws)
-            else:
-                with console.status("checking: capture run, then finite-difference runs of the script..."):
-                    r = gradcheck(args, ws)
-    except (ToolError, ValidationError) as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2) from None
     if as_json:
         print(r.model_dump_json(indent=2))
     else:
         render_gradcheck(r)
-    raise typer.Exit(0 if r.passed else (1 if r.passed is False else 2))
+    return 0 if r.passed else (1 if r.passed is False else 2)
 
 
-def run_cmd(
-    ctx: typer.Context,
-    script: Annotated[Path, typer.Argument(help="Script to run.")],
-    timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 300.0,
-    device: Annotated[str | None, typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
-    workspace: Annotated[Path | None, typer.Option(help="Workspace root.")] = None,
-    record: Annotated[bool, typer.Option(help="Append the run to the ledger.")] = True,
-    metric: Annotated[str | None, typer.Option(help="Name of the printed metric the run is judged by (e.g. x_T), "
-                                               "when the script prints a metric rather than a loss.")] = None,
-    metric_regex: Annotated[str | None, typer.Option(help="Instead of --metric: a regex over stdout whose first "
-                                                     "group is the value.")] = None,
-    metric_direction: Annotated[str, typer.Option(help="lower, higher, or closer (to --metric-target).")] = "lower",
-    metric_target: Annotated[float | None, typer.Option(help="The value 'closer' approaches.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
-) -> None:
-    """Run a script in the sandbox and report its exit, time, Warp warnings and loss trajectory."""
-    from ..tools.registry import ToolError
+def _run_script(ws: Path, raw: dict[str, Any], as_json: bool) -> int:
     from ..tools.run_script import RunScriptArgs, run_script
 
-    ws = workspace_for(script, workspace)
-    try:
-        # Plain-string options (`--device`, `--metric-direction`) are validated by the model, whose error
-        # names the field (`metric_direction`), rather than by click.
-        args = RunScriptArgs.model_validate({
-            "script": rel_to(ws, script), "args": list(ctx.args), "timeout_s": timeout, "device": device,
-            "record": record, "metric": metric, "metric_regex": metric_regex,
-            "metric_direction": metric_direction, "metric_target": metric_target})
-        r = run_script(args, ws)
-    except (ToolError, ValidationError) as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2) from None
+    r = run_script(RunScriptArgs.model_validate(raw), ws)
     if as_json:
         print(r.model_dump_json(indent=2))
-    else:
-        status = "[green]ran[/]" if r.ok else "[red]failed[/]" + (f": {r.error.kind}: {r.error.message}" if r.error else "")
-        out.print(f"{r.script}: {status} in {r.wall_s:.1f} s (Warp {r.warp_version}, {r.device})")
-        if r.loss_trajectory:
-            out.print(f"loss: {len(r.loss_trajectory)} points, first {r.loss_trajectory[0]:.6g}, last "
-                      f"{r.loss_trajectory[-1]:.6g}, trend {r.trend}")
-        if r.metric is not None:
-            found = f"{len(r.metric_values)} values, last {r.metric_final!r}" if r.metric_values else "not printed"
-            out.print(f"{r.metric.label()}: {found}")
-        for w in r.warp_warnings[:10]:
-            out.print(f"[yellow]Warp warning:[/] {w}")
-    raise typer.Exit(0 if r.ok else 1)
+        return 0 if r.ok else 1
+    status = "[green]ran[/]" if r.ok else "[red]failed[/]" + (f": {r.error.kind}: {r.error.message}" if r.error else "")
+    out.print(f"{r.script}: {status} in {r.wall_s:.1f} s (Warp {r.warp_version}, {r.device})")
+    if r.loss_trajectory:
+        out.print(f"loss: {len(r.loss_trajectory)} points, first {r.loss_trajectory[0]:.6g}, last "
+                  f"{r.loss_trajectory[-1]:.6g}, trend {r.trend}")
+    if r.metric is not None:
+        found = f"{len(r.metric_values)} values, last {r.metric_final!r}" if r.metric_values else "not printed"
+        out.print(f"{r.metric.label()}: {found}")
+    for w in r.warp_warnings[:10]:
+        out.print(f"[yellow]Warp warning:[/] {w}")
+    return 0 if r.ok else 1
+
+
+class ModelCommand(click.Command):
+    """A command whose options are its tool's input model's fields, so they are written once, in the model.
+
+    The options are built when the command is parsed, not when the command tree is: importing a tool's
+    module takes seconds that `warpgrad --help` and every other command should not pay. Plain strings stay
+    strings (`--device`, `--metric-direction`): the model validates them and its error names the field.
+    The positional argument and the paths are workspace-relative in the model; arguments after `--` are
+    the script's (`args`).
+    """
+
+    def __init__(self, name: str, *, model: str, positional: str, rename: dict[str, str], paths: set[str],
+                 run: Any, help: str) -> None:
+        super().__init__(name, help=help, short_help=help.split(".")[0],
+                         context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+        self.model, self.positional, self.rename, self.paths, self.run = model, positional, rename, paths, run
+        self.built = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self.built:
+            self.params = self.model_params()
+            self.built = True
+        return super().get_params(ctx)
+
+    def model_params(self) -> list[click.Parameter]:
+        import importlib
+
+        mod, _, cls = self.model.rpartition(".")
+        args_model: type[BaseModel] = getattr(importlib.import_module(mod), cls)
+        required = self.positional == "script" and args_model.model_fields["script"].is_required()
+        params: list[click.Parameter] = [click.Argument([self.positional], required=required)]
+        for name, field in args_model.model_fields.items():
+            if name in (self.positional, "args"):
+                continue
+            ctype, multiple = _click_type(field.annotation)
+            opt = "--" + self.rename.get(name, name).replace("_", "-")
+            if ctype is bool:
+                params.append(click.Option([f"{opt}/--no-{opt[2:]}", name], default=None, help=field.description))
+            else:
+                plain = str if isinstance(ctype, click.Choice) else ctype
+                params.append(click.Option([opt, name], type=plain, multiple=multiple, default=None,
+                                           help=field.description))
+        params.append(click.Option(["--workspace"], type=click.Path(file_okay=False, path_type=Path), default=None,
+                                   help="Workspace root (default: the current folder, or the script's)."))
+        params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print one JSON document."))
+        return params
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from ..tools.registry import ToolError
+
+        kw = dict(ctx.params)
+        workspace, as_json = kw.pop("workspace"), kw.pop("as_json")
+        raw: dict[str, Any] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()
+                               if v is not None and v != ()}
+        given = [Path(raw[k]) for k in (self.positional, *sorted(self.paths)) if k in raw]
+        ws = workspace_for(given[0] if given else None, workspace)
+        for k in {self.positional, *self.paths} & raw.keys():
+            raw[k] = rel_to(ws, Path(raw[k]))
+        raw["args"] = list(ctx.args)
+        try:
+            code = self.run(ws, raw, as_json)
+        except (ToolError, ValidationError) as e:
+            console.print(f"[red]error:[/] {e}")
+            raise SystemExit(2) from None
+        raise SystemExit(code)
+
+
+def click_commands() -> list[click.Command]:
+    """`gradcheck` and `run`: their options come from the tools' input models (`GradcheckArgs`, `RunScriptArgs`)."""
+    return [
+        ModelCommand("gradcheck", model="warpgrad.tools.gradcheck.GradcheckArgs", positional="script",
+                     rename={"params": "param", "timeout_s": "timeout"}, paths={"probe"}, run=_run_gradcheck,
+                     help="Check the gradient the optimizer consumes against finite differences. Exit 0: match, "
+                          "1: wrong, 2: no verdict. Arguments after `--` go to the script."),
+        ModelCommand("run", model="warpgrad.tools.run_script.RunScriptArgs", positional="script",
+                     rename={"timeout_s": "timeout"}, paths=set(), run=_run_script,
+                     help="Run a script in the sandbox and report its exit, time, Warp warnings and loss "
+                          "trajectory. Arguments after `--` go to the script."),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- generated
@@ -227,8 +251,12 @@ def tool_command(spec: ToolSpec) -> click.Command:
             params.append(click.Option([opt, name], type=ctype, multiple=multiple, required=False, default=None,
                                        help=field.description))
     params.append(click.Option(["--workspace"], type=click.Path(file_okay=False), default=".", help="Workspace root."))
+    # Scripts parse this command's output: the whole record stays the default here (a model's default is the
+    # one-screen summary, over MCP and chat).
+    params.append(click.Option(["--detail"], type=click.Choice(["summary", "full"]), default="full",
+                               help="full: the whole record as JSON (default); summary: the one-screen answer."))
 
-    def callback(workspace: str, **kwargs: Any) -> None:
+    def callback(workspace: str, detail: str, **kwargs: Any) -> None:
         from ..tools.registry import ToolError
 
         raw = {k: v for k, v in kwargs.items() if v is not None and v != ()}
@@ -240,7 +268,7 @@ def tool_command(spec: ToolSpec) -> click.Command:
         except (ToolError, ValidationError) as e:
             click.echo(json.dumps({"error": str(e)}), err=True)
             raise SystemExit(2) from None
-        click.echo(result.model_dump_json(indent=2))
+        click.echo(result.model_dump_json(indent=2) if detail == "full" else spec.summary(result))
 
     return click.Command(spec.name, params=params, callback=callback,
                          help=spec.description.split("\n\n")[0], short_help=spec.description.split(".")[0][:80])
@@ -288,7 +316,4 @@ def doctor_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    passthrough = {"allow_extra_args": True, "ignore_unknown_options": False}
-    app.command("gradcheck", context_settings=passthrough)(gradcheck_cmd)
-    app.command("run", context_settings=passthrough)(run_cmd)
     app.command("doctor")(doctor_cmd)

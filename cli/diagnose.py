@@ -76,6 +76,10 @@ def render(r: DiagnoseResult, con: Console) -> None:
             con.print(f"     [dim]{e.source}:[/] {e.detail[:220]}")
         if h.reference:
             con.print(f"     [dim]see {h.reference}[/]")
+        if h.ready_fix is not None:
+            a = h.ready_fix.arguments
+            con.print(f"     [green]ready fix:[/] in {a.path}, replace {a.old_text.strip()!r} with {a.new_text.strip()!r}",
+                      highlight=False)
     cited = next((h.reference for h in r.hypotheses[:5] if h.reference), None)
     m = re.match(r"references/([\w-]+)\.md §(\w+)", cited or "")
     if m:
@@ -108,14 +112,20 @@ def diagnose_cmd(
     md: Annotated[Path | None, typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML page (plots of AD "
                                               "against FD, the step sweep, the loss and the tape) to this file.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document: every field, repeats collapsed "
+                                          "with a count and long lists capped with a count (--detail full: all).")] = False,
+    detail: Annotated[str, typer.Option(help="summary (default) or full: with --json, the whole record.")] = "summary",
 ) -> None:
     """Diagnose a training script's gradients: FD check, tracker, tape, rules, localization; ranked causes.
 
     Exit 0: gradients correct, 1: wrong, 2: no verdict or the script cannot run. Arguments after `--` go to the script.
     """
+    from ..tools.budget import compact_json
     from ..tools.registry import ToolError
 
+    if detail not in ("summary", "full"):
+        console.print(f"[red]error:[/] --detail must be summary or full (got {detail!r})")
+        raise typer.Exit(2)
     ws = workspace_for(script, workspace)
     # The stages fork their runs from one warm worker instead of booting Python and Warp for each.
     try:
@@ -145,7 +155,7 @@ def diagnose_cmd(
 
         write_html(from_diagnose(r), html)
     if as_json:
-        print(r.model_dump_json(indent=2))
+        print(r.model_dump_json(indent=2) if detail == "full" else compact_json(r))
     else:
         render(r, out)
     raise typer.Exit(1 if r.gradients_wrong else (0 if r.gradients_wrong is False else 2))

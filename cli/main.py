@@ -37,11 +37,13 @@ def build() -> typer.Typer:
 
 def command() -> TyperGroup:
     """The whole command tree: typer's commands plus `tool NAME` generated from the registry."""
-    from .core import ToolGroup
+    from .core import ToolGroup, click_commands
 
     group = typer.main.get_command(build())
     if not isinstance(group, TyperGroup):  # typer builds a group whenever an app has several commands
         raise TypeError(f"expected a command group, got {type(group).__name__}")
+    for cmd in click_commands():  # gradcheck, run: options from the tools' input models
+        group.add_command(cmd)  # type: ignore[arg-type]
     tools = ToolGroup("tool", help="Run any registered tool; options come from its input model.")
     # typer vendors its own copy of click; its group calls a `click.Group` child through the same methods.
     group.add_command(tools)  # type: ignore[arg-type]

@@ -289,9 +289,8 @@ def test_the_system_prompt_is_the_rendered_skill_in_one_cached_block_and_referen
     ]
     assert [t["name"] for t in request["tools"]] == list(agent.tools) and "read_reference" in agent.tools
     found, missing = agent.messages[2]["content"][0], agent.messages[4]["content"][0]
-    assert not found["is_error"] and json.loads(found["content"])["text"] == prompt.read_reference(
-        "quick-checks.md"
-    )
+    # A reference is read whole: its answer is the document itself, not a record to parse.
+    assert not found["is_error"] and found["content"] == prompt.read_reference("quick-checks.md")
     assert missing["is_error"] and "quick-checks.md" in missing["content"]  # the error lists what exists
 
     inline = Agent(ScriptedClient(), AgentConfig(references="inline"), tmp_path)

@@ -76,11 +76,16 @@ def test_a_read_only_registry_tool_returns_structured_content_and_bad_arguments_
             bad = await client.call_tool("read_file", {"path": "sim.py", "max_lines": -4})
             outside = await client.call_tool("read_file", {"path": "../../etc/passwd"})
             again = await client.call_tool("read_file", {"path": "sim.py", "start_line": 2})
-            return ok, bad, outside, again
+            full = await client.call_tool("read_file", {"path": "sim.py", "detail": "full"})
+            record = await client.read_resource(ok.content[1].uri)
+            return ok, bad, outside, again, full, record
 
-    ok, bad, outside, again = run(go)
+    ok, bad, outside, again, full, record = run(go)
     assert not ok.is_error and ok.structured_content["total_lines"] == 2
-    assert json.loads(ok.content[0].text) == ok.structured_content
+    # The text is the one-screen answer (a file window: its numbered lines); the link reads back the record.
+    assert "x = 1" in ok.content[0].text and ok.content[1].type == "resource_link"
+    assert json.loads(record.contents[0].text) == ok.structured_content
+    assert json.loads(full.content[0].text) == full.structured_content == ok.structured_content
     assert bad.is_error and "max_lines" in bad.content[0].text
     assert outside.is_error
     assert not again.is_error and "x = 1" in again.structured_content["text"]

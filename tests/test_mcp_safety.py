@@ -16,8 +16,9 @@ from pydantic import BaseModel, Field
 
 from warpgrad.agent.mcp_server import build_server
 from warpgrad.tools import workspace as ws_tools
+from warpgrad.tools.forked_call import run_bounded
 from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.registry import ToolError, ToolSpec, ToolTimeout, load_tools, run_bounded
+from warpgrad.tools.registry import ToolError, ToolSpec, ToolTimeout, load_tools
 
 
 class SleepArgs(BaseModel):

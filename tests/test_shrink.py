@@ -265,3 +265,72 @@ def test_shrink_with_run_reports_the_time_and_loss_trajectory_of_the_copy(tmp_pa
     assert r.loss_trajectory[0] == pytest.approx(8.0) and r.loss_trajectory[-1] < r.loss_trajectory[0]
     # the copy imported its sibling module from the original's folder
     assert "helpers.py" in r.run["files"]
+
+
+# A program whose sizes hide behind one-letter names: only their use says what they count.
+TERSE = '''\
+import numpy as np
+import warp as wp
+
+T = 60
+P = 24
+E = 3
+DT = 0.01
+
+
+@wp.kernel
+def drift(x: wp.array(dtype=float), v: wp.array(dtype=float), out: wp.array(dtype=float), dt: float):
+    i = wp.tid()
+    out[i] = x[i] + v[i] * dt
+
+
+@wp.kernel
+def reduce(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+v = wp.array(np.linspace(0.1, 0.5, P).astype(np.float32), dtype=float, requires_grad=True)
+for epoch in range(E):
+    states = [wp.zeros(P, dtype=float, requires_grad=True) for _ in range(T + 1)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for t in range(T):
+            wp.launch(drift, dim=P, inputs=[states[t], v, states[t + 1], DT])
+        wp.launch(reduce, dim=P, inputs=[states[T]], outputs=[loss])
+    tape.backward(loss)
+    v.assign(v.numpy() - 0.1 * v.grad.numpy())
+    print(f"epoch {epoch} loss {loss.numpy()[0]:.6f} steps {T}")
+'''
+
+
+def test_module_constants_are_knobs_by_their_use_whatever_their_name():
+    knobs = {k.name: k for k in find_knobs(TERSE)}
+    assert (knobs["T"].category, knobs["T"].value) == ("steps", 60)
+    assert (knobs["P"].category, knobs["E"].category) == ("particles", "iterations")
+    assert "DT" not in knobs  # a float never sizes the work
+    rebound = TERSE.replace("P = 24\n", "P = 24\nP = P * 2\n")
+    assert "P" not in {k.name for k in find_knobs(rebound)}  # rebound: the literal is not the value used
+
+
+@pytest.mark.warp
+def test_shrink_varies_one_letter_constants_in_a_staged_copy_that_runs(tmp_path):
+    (tmp_path / "roll.py").write_text(TERSE, encoding="utf-8")
+    r = shrink(ShrinkArgs(script="roll.py", values={"T": 5, "P": 4}, run=True), tmp_path)
+    assert {(c.id, c.new) for c in r.changes} == {("T", 5), ("P", 4)}
+    assert (tmp_path / "roll.py").read_text(encoding="utf-8") == TERSE  # the user's file is never edited
+    assert r.run is not None and r.run["ok"] and "steps 5" in r.run["stdout_tail"]
+
+
+@pytest.mark.warp
+def test_bisect_takes_a_time_loop_constant_as_its_horizon_without_a_wrapper(tmp_path):
+    from warpgrad.tools.horizon import BisectArgs, bisect_horizon
+
+    (tmp_path / "roll.py").write_text(TERSE, encoding="utf-8")
+    r = bisect_horizon(BisectArgs(script="roll.py", record=False, device="cpu"), tmp_path)
+    assert r.knob == "T" and r.knob_line == 4
+    # v.grad is never zeroed (a fresh tape does not clear it): wrong at every horizon, so the staged copies at
+    # T = 60 and T = 1 both fail and the bisection says so.
+    assert r.ok and {c.horizon for c in r.checks} == {1, 60} and r.first_failing == 1
+    assert sorted(p.name for p in tmp_path.glob("*.py")) == ["roll.py"]  # the staged copies are gone

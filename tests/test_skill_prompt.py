@@ -14,6 +14,7 @@ import pytest
 import skills_ref
 
 from warpgrad.agent import prompt
+from warpgrad.tools.registry import load_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT.parent / "shared" / "seed" / "SKILL.seed.md"
@@ -134,7 +135,7 @@ def test_tool_list_shows_only_the_tools_passed_with_their_registry_descriptions(
     tools = section(text, "## Tools", "## References")
     assert re.findall(r"^- `(\w+)`", tools, flags=re.MULTILINE) == ["gradcheck", "finish", "my_tool"]
     assert "- `gradcheck`: Compare AD with FD, end to end." in tools
-    assert f"- `finish`: {prompt.KNOWN_TOOLS['finish']}" in tools
+    assert f"- `finish`: {prompt.known_tools()['finish']}" in tools
     assert "- `my_tool`: (no description available)" in tools
 
 
@@ -147,7 +148,7 @@ def test_tool_summaries_take_the_first_docstring_line_of_each_spec():
 
 def test_each_warpgrad_tool_is_named_in_the_method_next_to_the_plain_warp_way():
     method = section(prompt.render_skill(), "## Method", "## Failure signatures")
-    for name in prompt.KNOWN_TOOLS:
+    for name in prompt.known_tools():
         assert f"`{name}`" in method, name
     for plain in (
         "wp.config.verify_autograd_array_access",
@@ -251,9 +252,9 @@ CITED_ARGUMENTS = [
 def test_every_tool_and_argument_the_skill_cites_exists_in_the_tool_schemas():
     schemas = json.loads((ROOT / "tests" / "snapshots" / "tool_schemas.json").read_text(encoding="utf-8"))
     text = prompt.render_skill() + "".join(prompt.read_reference(n) for n in prompt.reference_names())
-    cited_tools = set(re.findall(r"`([a-z_]+)`", text)) & (set(prompt.KNOWN_TOOLS) | set(schemas))
+    cited_tools = set(re.findall(r"`([a-z_]+)`", text)) & (set(prompt.known_tools()) | set(schemas))
     assert cited_tools <= set(schemas) | {"read_reference"}, cited_tools - set(schemas)
-    assert set(prompt.KNOWN_TOOLS) <= set(schemas)
+    assert set(prompt.known_tools()) <= set(schemas)
     # Wherever the text says "`tool` with `argument`", the argument must be in that tool's schema.
     for tool, argument in re.findall(r"`(\w+)` with `(\w+)=?`", text):
         if tool in schemas:
@@ -264,7 +265,7 @@ def test_every_tool_and_argument_the_skill_cites_exists_in_the_tool_schemas():
         assert re.search(rf"`{argument}[=`]", text), (tool, argument)
         assert argument in schemas[tool]["input"]["properties"], (tool, argument)
     # write_file only creates new files; the skill must not say it can overwrite the user's.
-    assert "refuses to overwrite" in prompt.KNOWN_TOOLS["write_file"]
+    assert "Refuses to overwrite" in load_tools()["write_file"].description
     method = flat(section(prompt.render_skill(), "## Method", "## Failure signatures"))
     assert "`write_file` only creates new files" in method
 
@@ -423,3 +424,11 @@ def test_prompt_token_benchmark_prints_the_counts():
     assert counts["references_tokens"] == sum(
         counts[f"{name.removesuffix('.md')}_tokens"] for name in prompt.reference_names()
     )
+
+
+def test_the_skill_says_how_to_get_the_full_record_and_to_apply_a_ready_fix_as_offered():
+    text = flat(prompt.render_skill())
+    assert 'Pass `detail="full"`' in text and "ready fix (one call): edit_file" in text
+    tools = load_tools()
+    assert all("detail" in spec.input_schema()["properties"] for spec in tools.values())
+    assert "edit_file" in tools  # the call a ready fix names exists

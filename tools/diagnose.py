@@ -45,7 +45,9 @@ from .ledger import Ledger
 from .losses import summarize
 from .quickchecks.base import Finding
 from .quickchecks.engine import run_rules
+from .ready_fix import ReadyFix, ready_fix
 from .registry import tool
+from .render import diagnose_text
 from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE, Signature
 from .tape import InspectTapeResult, LaunchCheck, describe_inspection, inspect
@@ -86,6 +88,8 @@ class Hypothesis(BaseModel):
     evidence: list[Evidence] = []
     reference: str | None = None
     next_check: str | None = None
+    ready_fix: ReadyFix | None = Field(None, description="The rule hit's mechanical repair as one edit_file call, "
+                                       "where it has one (tools/ready_fix.py).")
 
 
 class DiagnoseResult(BaseModel):
@@ -526,8 +530,20 @@ class _Stages:
                 timeout_s=a.timeout_s, record=False), self.workspace))
             _rank(self.workspace, res)
 
+    def attach_ready_fixes(self) -> None:
+        """Each hypothesis at a rule hit with a mechanical repair carries it, as the exact call."""
+        for h in self.res.hypotheses:
+            # Ranking merges evidence within a line of each other under one hypothesis (its rule may be the
+            # signature's or the tape's), so the rule hit is looked up by place.
+            hit = next((f for f in self.res.findings if h.file == f.path and h.line is not None
+                        and abs(f.line - h.line) <= 1 and (h.rule == f.code or any(
+                            e.source == "rule" and e.detail == f.message for e in h.evidence))), None)
+            if hit is not None:
+                h.ready_fix = ready_fix(hit, self.workspace)
+
     def conclude(self) -> DiagnoseResult:
         res = self.res
+        self.attach_ready_fixes()
         res.ruled_out = _ruled_out(res)
         res.summary = _summary(res)
         res.next_steps = _next_steps(res)
@@ -605,7 +621,7 @@ def _next_steps(res: DiagnoseResult) -> list[str]:
     return [s for s in steps if s]
 
 
-@tool(args=DiagnoseArgs, result=DiagnoseResult, long_running=True)
+@tool(args=DiagnoseArgs, result=DiagnoseResult, long_running=True, render=diagnose_text)
 def diagnose(args: DiagnoseArgs, workspace: Path) -> DiagnoseResult:
     """Run the whole measured pipeline on a training script, without an LLM: run it, check its gradient
     against finite differences (signature), run Warp's overwrite tracker, inspect the recorded tape for

@@ -92,8 +92,8 @@ def bisect_horizon(args: BisectArgs, workspace: Path) -> BisectResult:
         chosen = [k for k in knobs if k.category in HORIZON_CATEGORIES]
     if not chosen:
         res.reason = ("no step-count knob found in the script (a module constant, argparse default or function "
-                      "default named like steps/frames/substeps); name one with knob=, or write a probe that takes "
-                      "a horizon")
+                      "default named like steps/frames/substeps, or a module constant bounding a time loop); name "
+                      "one with knob=, or write a probe that takes a horizon")
         return res
     knob = chosen[0]
     res.knob, res.knob_line = knob.name, knob.line

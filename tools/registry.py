@@ -1,27 +1,27 @@
-"""The one place tools are declared: the Anthropic tool list, the MCP server and the CLI all read `TOOLS`.
+"""The one place tools are declared: the Anthropic tool list, the MCP server, chat and the CLI all read `TOOLS`.
 
 A tool is a plain function `fn(args, workspace) -> Result` with a pydantic input model and a pydantic
-output model. Its docstring's first paragraph is what the model reads.
+output model, registered by the `@tool` decorator where it is defined; nothing else lists it. Its
+docstring's first paragraph is what the model reads. Every module of `tools/` that applies the
+decorator is found by `load_tools` (a text scan, so modules without tools are not imported for it).
+
+Every tool answers in two sizes: its default answer fits one screen (`render`, or the compacted record,
+under `budget` characters; `tools/budget.py`), and `detail="full"` returns the whole record. The
+`detail` argument is added to every tool's input schema here, not to each input model.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
-import os
-import pickle
-import select
-import signal
-import threading
-import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
+
+from .budget import DETAIL_DESCRIPTION, SCREEN, Detail, Renderer, compact_json, fit
 
 
 class ToolError(Exception):
@@ -40,6 +40,22 @@ class ToolCrashed(ToolError):
     """The process running a tool call died without an answer (a signal, or it exited)."""
 
 
+DETAIL = "detail"
+
+
+def split_detail(raw: dict[str, Any]) -> tuple[dict[str, Any], Detail]:
+    """(the tool's own arguments, the answer size asked for) from a call's raw arguments.
+
+    Raises:
+        ToolError: `detail` is neither "summary" nor "full".
+    """
+    rest = {k: v for k, v in raw.items() if k != DETAIL}
+    detail = raw.get(DETAIL, "summary")
+    if detail not in ("summary", "full"):
+        raise ToolError(f'detail must be "summary" or "full" (got {detail!r})')
+    return rest, detail
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -51,20 +67,41 @@ class ToolSpec:
     """False when the tool changes files in the workspace (MCP `destructive`/not read-only)."""
     long_running: bool = False
     """True for tools that run user code for seconds to minutes (progress display, notifications)."""
+    render: Renderer | None = None
+    """The one-screen text of a result; None: the result compacted (`budget.compact_json`)."""
+    budget: int = SCREEN
+    """Characters the default answer may take."""
 
     def anthropic_param(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema()}
 
     def input_schema(self) -> dict[str, Any]:
-        return self.args.model_json_schema()
+        schema = self.args.model_json_schema()
+        props = schema.setdefault("properties", {})
+        if DETAIL not in props:
+            props[DETAIL] = {"type": "string", "enum": ["summary", "full"], "default": "summary",
+                             "description": DETAIL_DESCRIPTION, "title": "Detail"}
+        return schema
 
     def output_schema(self) -> dict[str, Any]:
         return self.result.model_json_schema()
 
     def call(self, raw: dict[str, Any] | BaseModel, workspace: Path) -> BaseModel:
-        """Validate `raw` against the input model and run the tool (raises ValidationError / ToolError)."""
-        args = raw if isinstance(raw, self.args) else self.args.model_validate(raw)
-        return self.run(args, Path(workspace))
+        """Validate `raw` against the input model and run the tool (raises ValidationError / ToolError).
+
+        A `detail` key is accepted and ignored here: it sizes the answer (`answer`), not the work."""
+        if not isinstance(raw, self.args):
+            raw = self.args.model_validate(split_detail(raw)[0] if isinstance(raw, dict) else raw)
+        return self.run(raw, Path(workspace))
+
+    def summary(self, result: BaseModel) -> str:
+        """The default answer: the tool's rendering (or the compacted record) within its budget."""
+        text = self.render(result) if self.render is not None else compact_json(result, self.budget - 80)
+        return fit(text, self.budget)
+
+    def answer(self, result: BaseModel, detail: Detail) -> str:
+        """The text a caller reads: the summary, or the whole record as JSON."""
+        return result.model_dump_json() if detail == "full" else self.summary(result)
 
 
 TOOLS: dict[str, ToolSpec] = {}
@@ -72,24 +109,10 @@ TOOLS: dict[str, ToolSpec] = {}
 # The decorator hands back the function itself, so callers keep its precise signature and result type.
 ToolFn = TypeVar("ToolFn", bound=Callable[..., BaseModel])
 
-# Modules whose import registers tools. Order is the order the model sees them in.
-TOOL_MODULES = [
-    "warpgrad.tools.workspace",
-    "warpgrad.tools.shrink",
-    "warpgrad.tools.run_script",
-    "warpgrad.tools.gradcheck",
-    "warpgrad.tools.tracker",
-    "warpgrad.tools.tape",
-    "warpgrad.tools.quickchecks.tool",
-    "warpgrad.tools.horizon",
-    "warpgrad.tools.diagnose",
-    "warpgrad.tools.finish",
-]
-
 
 def tool(
     *, args: type[BaseModel], result: type[BaseModel], name: str | None = None, read_only: bool = True,
-    long_running: bool = False,
+    long_running: bool = False, render: Renderer | None = None, budget: int = SCREEN,
 ) -> Callable[[ToolFn], ToolFn]:
     """Register `fn` as a tool. The name defaults to the function name."""
 
@@ -97,7 +120,7 @@ def tool(
         doc = inspect.getdoc(fn)
         if not doc:
             raise TypeError(f"tool {fn.__name__} needs a docstring: it is what the model reads")
-        spec = ToolSpec(name or fn.__name__, doc, args, result, fn, read_only, long_running)
+        spec = ToolSpec(name or fn.__name__, doc, args, result, fn, read_only, long_running, render, budget)
         if spec.name in TOOLS and TOOLS[spec.name].run is not fn:
             raise ValueError(f"tool {spec.name!r} registered twice")
         TOOLS[spec.name] = spec
@@ -106,105 +129,35 @@ def tool(
     return register
 
 
+def tool_modules() -> list[str]:
+    """The modules of `tools/` that declare a tool (a line starting `@tool(`), sorted by module name.
+
+    The order is the order the model sees the tools in; it depends only on the module names, so the
+    rendered tool list stays byte-identical between sessions (prompt caching)."""
+    root = Path(__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "harness" or path.name == "registry.py":
+            continue  # the harness runs in the child process; the registry defines the decorator
+        if "\n@tool(" in path.read_text(encoding="utf-8"):
+            found.append(f"{__package__}." + ".".join(rel.with_suffix("").parts))
+    return found
+
+
 def load_tools() -> dict[str, ToolSpec]:
-    """Import every tool module and return the registry."""
-    for mod in TOOL_MODULES:
+    """Import every tool module and return the registry, in `tool_modules` order and, within a module, in
+    the order of definition (not import order, which depends on what the caller imported first)."""
+    mods = tool_modules()
+    for mod in mods:
         importlib.import_module(mod)
+    rank = {m: i for i, m in enumerate(mods)}
+
+    def key(spec: ToolSpec) -> tuple[int, int]:
+        code = getattr(spec.run, "__code__", None)
+        return rank.get(spec.run.__module__, len(rank)), code.co_firstlineno if code else 0
+
+    ordered = sorted(TOOLS.values(), key=key)
+    TOOLS.clear()
+    TOOLS.update((s.name, s) for s in ordered)
     return TOOLS
-
-
-def run_bounded(fn: Callable[[], Any], timeout_s: float, cancel: threading.Event | None = None) -> Any:
-    """Run `fn()` in a forked child process and return its (picklable) value, killing it at `timeout_s`.
-
-    A thread cannot be stopped, so a tool that overran in a thread kept running and could still write
-    to the ledger after its caller had given up. A forked child is killed for real: its process group
-    gets SIGKILL, and the user code it started dies with it (the runner's launchers die with their
-    parent). The child answers through a pipe; an exception in it comes back as `ToolCrashed` (a
-    `ToolError` raised in it comes back as a `ToolError` with the same message).
-
-    Setting `cancel` (from another thread) kills the child too, within 0.1 s.
-
-    Raises:
-        ToolTimeout: `fn` did not finish in `timeout_s`.
-        ToolCancelled: `cancel` was set first.
-        ToolCrashed: The child died without an answer, or `fn` raised something other than ToolError.
-        ToolError: `fn` raised one.
-    """
-    r, w = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns that fork() in a threaded process may deadlock; the child only runs `fn`
-        # and leaves with os._exit, never touching the parent's event loop or its threads' state.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:
-        _answer_in_child(fn, r, w)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.setpgid(pid, pid)  # as the child does: whichever runs first, the group exists before any kill
-    os.close(w)
-    kind, value = _await_answer(r, pid, timeout_s, cancel)
-    if kind == "tool_error":
-        raise ToolError(value)
-    if kind == "crash":
-        raise ToolCrashed(value)
-    return value
-
-
-def _answer_in_child(fn: Callable[[], Any], r: int, w: int) -> NoReturn:
-    """The forked child: run `fn`, write its length-prefixed pickled answer to `w`, and never return."""
-    code = 0
-    try:
-        os.close(r)
-        os.setpgid(0, 0)  # its own group: the parent kills everything it started that stayed in it
-        try:
-            answer: tuple[str, Any] = ("ok", fn())
-        except ToolError as e:
-            answer = ("tool_error", str(e))
-        except BaseException as e:  # noqa: BLE001 -- everything must come back as an answer
-            answer = ("crash", f"{type(e).__name__}: {e}")
-        data = pickle.dumps(answer)
-        view = memoryview(len(data).to_bytes(8, "big") + data)
-        while view:
-            view = view[os.write(w, view):]
-    except BaseException:  # noqa: BLE001 -- never return into the parent's code
-        code = 70
-    finally:
-        os._exit(code)
-
-
-def _await_answer(r: int, pid: int, timeout_s: float, cancel: threading.Event | None) -> tuple[str, Any]:
-    """Read the child's answer from `r` until it is whole, the deadline passes or `cancel` is set; always
-    kill the child's process group and reap it before returning or raising."""
-    deadline = time.monotonic() + timeout_s
-    buf = bytearray()
-    # The answer is length-prefixed: EOF cannot be awaited, because a child forked meanwhile by another
-    # call holds a copy of this pipe's write end.
-    need: int | None = None
-    exited = False
-    try:
-        while need is None or len(buf) < need:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ToolTimeout(f"timed out after {timeout_s:.0f} s")
-            if cancel is not None and cancel.is_set():
-                raise ToolCancelled("cancelled by the caller")
-            ready, _, _ = select.select([r], [], [], min(left, 0.1))
-            if ready:
-                chunk = os.read(r, 1 << 16)
-                buf += chunk
-                if need is None and len(buf) >= 8:
-                    need = 8 + int.from_bytes(buf[:8], "big")
-                if chunk:
-                    continue
-            if exited:
-                raise ToolCrashed("the tool's process died without an answer")
-            # Exited already? Read once more (the answer may be in the pipe) before calling it a crash.
-            exited = os.waitpid(pid, os.WNOHANG)[0] != 0
-    finally:
-        os.close(r)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        if not exited:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-    kind, value = pickle.loads(bytes(buf[8:]))  # our own forked child wrote it
-    return kind, value

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from .backups import atomic_write, mark_created, require_intact_ledger
 from .files import check_writable_new
 from .files import read_text_file as _read_text
+from .knobs import usage_knobs
 from .ledger import Ledger
 from .losses import JsonFloat
 from .paths import rel_path, resolve_path
@@ -164,6 +165,9 @@ def find_knobs(source: str) -> list[Knob]:
             if isinstance(stop, ast.Constant) and (n := _int_literal(stop)) is not None:
                 found.append(_Found(f"range@{stop.lineno}", "loop", "loop", stop, n))
 
+    # Constants no name reveals (`T = 60`), known by their use (tools/knobs.py).
+    found += [_Found(k.name, "constant", k.category, k.node, k.value) for k in usage_knobs(source)
+              if all((f.node.lineno, f.node.col_offset) != (k.node.lineno, k.node.col_offset) for f in found)]
     found.sort(key=lambda f: (f.node.lineno, f.node.col_offset))
     counts: dict[str, int] = {}
     for f in found:

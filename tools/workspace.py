@@ -46,6 +46,7 @@ from .ledger import STATE_DIR, Ledger
 from .patch import FilePatch, PatchError, apply_hunks, parse_unified_diff, unified_diff
 from .paths import rel_or_raw, rel_path, resolve_path  # noqa: F401 -- re-exported
 from .registry import ToolError, tool
+from .render import READ_BUDGET, read_file_text
 
 MAX_READ_LINES = 400
 MAX_LINE_CHARS = 400
@@ -201,7 +202,7 @@ class ReadFileResult(BaseModel):
     next_start_line: int | None = Field(None, description="Pass as start_line to read on, when truncated.")
 
 
-@tool(args=ReadFileArgs, result=ReadFileResult)
+@tool(args=ReadFileArgs, result=ReadFileResult, render=read_file_text, budget=READ_BUDGET)
 def read_file(args: ReadFileArgs, workspace: Path) -> ReadFileResult:
     """Read a window of a workspace file as numbered lines (at most 400 lines per call; long lines are cut).
 

@@ -1,0 +1,27 @@
+"""The session benchmark plays diagnose -> fix -> gradcheck -> finish through a real `warpgrad mcp` over stdio."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.warp
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_minimal_session_on_a_suite_case_takes_four_calls_and_reads_under_twelve_thousand_characters(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_session", ROOT / "bench" / "bench_session.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_session"] = bench  # its pydantic models resolve their annotations through it
+    spec.loader.exec_module(bench)
+    out = tmp_path / "session.json"
+    assert bench.main(["--cases", "mpm_sand_wind", "--out", str(out)]) == 0
+    (case,) = json.loads(out.read_text(encoding="utf-8"))["cases"]
+    assert [c["tool"] for c in case["calls"]] == ["diagnose", "apply_patch", "gradcheck", "finish"]
+    assert case["verdict"] == "wrong" and case["fix"] == "recorded"
+    assert case["text_chars"] < 12_000
+    diagnose = case["calls"][0]
+    assert diagnose["text_chars"] <= 4_200 < diagnose["structured_chars"]  # the screen, plus its resource link
+    assert case["gate"].startswith("fixed: ")  # the gate's answer is recorded, accepted or refused

@@ -1,0 +1,119 @@
+"""Output budgets: every tool's default answer fits one screen, repeats collapse with a count, and the whole
+record stays one `detail="full"` away."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from warpgrad.tools.budget import SCREEN, compact, compact_json
+from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
+from warpgrad.tools.registry import load_tools
+
+ROOT = Path(__file__).resolve().parents[1]
+# The largest full record among the suite programs measured (`warpgrad diagnose --json --detail full`):
+# cloth_drape_stiffness 653k characters, examples/bouncing_chain 220k, drone_swarm_formation 110k, mpm_sand_wind 78k.
+LARGEST = "cloth_drape_stiffness"
+
+REPEATED_LAUNCHES = """\
+import numpy as np
+import warp as wp
+
+REPEATS = 60
+
+
+@wp.kernel
+def add_square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(y, i, x[i] * x[i])
+
+
+@wp.kernel
+def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, y[i])
+
+
+x = wp.array(np.linspace(0.1, 0.9, 5).astype(np.float32), dtype=float, requires_grad=True)
+for it in range(3):
+    y = wp.zeros(5, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for _ in range(REPEATS):
+            wp.launch(add_square, dim=5, inputs=[x], outputs=[y])
+        wp.launch(total, dim=5, inputs=[y], outputs=[loss])
+    tape.backward(loss)
+    x.assign(x.numpy() - 0.01 * x.grad.numpy())
+    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+"""
+
+
+def test_identical_items_collapse_to_one_with_their_count_and_span():
+    launches = [{"index": i, "kernel": "step", "arrays": [{"array": f"a{i}", "shape": [4, 4]}]} for i in range(60)]
+    launches.append({"index": 60, "kernel": "loss", "arrays": []})
+    out = compact({"launches": launches})["launches"]
+    assert out[0]["repeated"] == 60 and out[0]["index"] == "0..59" and out[0]["item"]["kernel"] == "step"
+    assert out[1] == {"index": 60, "kernel": "loss", "arrays": []}
+    # Numbers keep their order (a shape, a trajectory) and are capped, never grouped.
+    assert compact([4, 4]) == [4, 4]
+    assert compact(list(range(100)), list_cap=5) == [0, 1, 2, 3, 4, "... 94 more ...", 99]
+    assert compact("x" * 700, str_cap=600).endswith("... [100 characters cut]")
+
+
+@pytest.mark.warp
+def test_sixty_identical_launches_read_as_one_entry_and_the_full_record_keeps_all(tmp_path):
+    (tmp_path / "train.py").write_text(REPEATED_LAUNCHES, encoding="utf-8")
+    spec = load_tools()["inspect_tape"]
+    result = spec.call({"script": "train.py", "iteration": 1}, tmp_path)
+    full = json.loads(spec.answer(result, "full"))
+    assert len(full["tapes"][0]["launches"]) == 61
+    summary = spec.answer(result, "summary")
+    assert len(summary) <= spec.budget
+    launches = json.loads(summary)["tapes"][0]["launches"]
+    assert launches[0]["repeated"] == 60 and launches[0]["item"]["kernel"] == "add_square"
+
+
+@pytest.fixture(scope="module")
+def largest(tmp_path_factory):
+    ws = tmp_path_factory.mktemp("largest")
+    shutil.copytree(ROOT / "evals" / "files" / LARGEST, ws, dirs_exist_ok=True)
+    script = next(p.name for p in sorted(ws.glob("*.py")))
+    return ws, run_diagnose(DiagnoseArgs(script=script, device="cpu", record=False), ws)
+
+
+@pytest.mark.warp
+def test_diagnose_on_the_largest_suite_program_reads_in_one_screen_and_full_gives_the_whole_record(largest):
+    _ws, res = largest
+    spec = load_tools()["diagnose"]
+    text = spec.answer(res, "summary")
+    assert len(text) <= 4000 < len(res.model_dump_json())
+    lines = text.splitlines()
+    assert lines[0].startswith(f"diagnose {res.script}: ") and res.summary[:80] in lines[0]
+    assert any(ln.startswith("next: ") for ln in lines)
+    if res.gradcheck is not None and res.gradcheck.directions:
+        assert "AD " in text and "FD " in text and "band " in text
+    for h in res.hypotheses[:3]:
+        assert h.title[:60] in text
+    assert json.loads(spec.answer(res, "full")) == json.loads(res.model_dump_json())
+    # The structured --json: every top-level field kept, a fraction of the size.
+    compacted = json.loads(compact_json(res))
+    assert set(compacted) == {k for k, v in res.model_dump().items() if v is not None}
+    assert len(compact_json(res)) < len(res.model_dump_json()) / 4
+
+
+@pytest.mark.warp
+def test_every_tool_stage_on_the_largest_suite_program_fits_its_budget(largest):
+    ws, res = largest
+    tools = load_tools()
+    stages = {"gradcheck": res.gradcheck, "inspect_tape": res.tape, "run_script": res.run, "instrument": res.tracker}
+    for name, record in stages.items():
+        if record is None:
+            continue
+        assert len(tools[name].answer(record, "summary")) <= tools[name].budget, name
+    direct = {"workspace_overview": {}, "quick_checks": {}, "search_code": {"pattern": "wp"},
+              "shrink": {"script": res.script}}
+    for name, args in direct.items():
+        record = tools[name].call(args, ws)
+        assert len(tools[name].answer(record, "summary")) <= tools[name].budget == SCREEN, name

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -68,17 +69,6 @@ class Evaluation:
 Evaluator = Callable[[list[dict[str, np.ndarray]]], list[Evaluation]]
 
 
-class DirectionCheck(BaseModel):
-    direction: int
-    scope: str = Field(description="'all' or the parameter name the direction is restricted to")
-    step: float
-    ad: float = Field(description="AD·v: the captured gradient dotted with the applied perturbation / 2t")
-    fd: float = Field(description="FD·v: (L+ - L-) / 2t")
-    band: float = Field(description="noise band of fd (sweep truncation + float rounding)")
-    ratio: float | None = None
-    agree: bool
-
-
 class SweepPoint(BaseModel):
     step: float
     fd: float
@@ -87,12 +77,37 @@ class SweepPoint(BaseModel):
     magnitude: float = Field(0.0, description="sum |grad_i dv_i| / 2t: the size of the terms AD·v adds up")
 
 
+Status = Literal["agree", "disagree", "unresolved"]
+
+
+class DirectionCheck(BaseModel):
+    """One direction, judged on its own: `agree` means |ad - fd| <= band, `disagree` means it exceeds the band,
+    `unresolved` means the objective's float rounding at this step is comparable to the signal (neither AD·v
+    nor FD·v rises clearly above `rounding_band`), so the direction says nothing and does not vote."""
+
+    direction: int
+    scope: str = Field(description="'all' or the parameter name the direction is restricted to")
+    step: float
+    ad: float = Field(description="AD·v: the captured gradient dotted with the applied perturbation / 2t")
+    fd: float = Field(description="FD·v: (L+ - L-) / 2t")
+    band: float = Field(description="the tolerance |ad - fd| was judged against: 3 × (rounding + truncation) "
+                        "plus a relative slack of 1e-4 of the terms; agree exactly when |ad - fd| <= band")
+    rounding_band: float = Field(0.0, description="float rounding of the objective at this step, divided by 2t")
+    truncation: float = Field(0.0, description="FD truncation error at this step, from the sweep")
+    ratio: float | None = None
+    status: Status = "agree"
+    agree: bool = Field(description="status == 'agree' (kept for readers of earlier results)")
+    steps: list[SweepPoint] = Field(default_factory=list, description="FD and AD along this direction at every "
+                                    "step it was evaluated at (the sweep's steps for direction 0)")
+
+
 class ElementCheck(BaseModel):
     param: str
     index: list[int]
     ad: float
     fd: float
     agree: bool
+    status: Status = Field("agree", description="as a direction's: unresolved entries do not vote")
 
 
 class FDReport(BaseModel):
@@ -113,6 +128,8 @@ class FDReport(BaseModel):
                             "largest step): the perturbation did not reach it")
     trunc_rel: float | None = Field(None, description="FD truncation error relative to the size of the terms, "
                                     "from the sweep (carried to a second check at the same step)")
+    unconverged: bool = Field(False, description="No two neighbouring steps of the sweep give the same FD within "
+                              "5% (or their rounding): FD does not converge, so it cannot judge the gradient")
     evaluations: int = 0
 
 
@@ -195,30 +212,28 @@ class FDEngine:
                         "estimated; the objective is barely sensitive to the parameters here (or is float32 with a "
                         "large magnitude): check a later iteration, or compute the loss in float64"),
             )
-        d_min, i_min = min(diffs)
-        best = sweep[i_min]
-        scale = max(abs(best.fd), abs(best.ad), 1e-300)
-        if d_min > 0.05 * scale + 3 * max(sweep[i_min].rounding_band, sweep[i_min + 1].rounding_band):
+        converged = _converged(sweep)
+        if converged is None:
             return self._non_smooth(sweep)
+        d_min, i_min = converged
+        best = sweep[i_min]
         t = self._step = best.step
         # Truncation error relative to the size of the terms, not to their sum: a direction along which the
         # terms cancel has a small FD·v but no smaller an error.
         trunc_rel = d_min / max(abs(best.fd), best.magnitude, 1e-300)
         band0 = d_min + best.rounding_band
-        checks = self._directions_at(dirs, t, trunc_rel, self._direction_check(0, "all", best.fd, best.ad, band0,
-                                                                               best.magnitude))
+        checks = self._directions_at(dirs, t, trunc_rel, self._direction_check(
+            0, "all", best.fd, best.ad, best.rounding_band, d_min, best.magnitude, steps=sweep))
         if isinstance(checks, str):
             return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {checks}", sweep=sweep,
                             evaluations=self.evaluations)
         checks = self._confirm(dirs, checks, t)
-        lanes = self._hidden_lanes(d0, t, trunc_rel, best.magnitude, band0) if all(c.agree for c in checks) else []
-        report = FDReport(verdict="agree" if all(c.agree for c in checks + lanes) else "disagree", step=t,
-                          noise_band=band0, sweep=sweep, directions=checks, per_param=lanes, trunc_rel=trunc_rel)
-        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
-        if ratios:
-            mean = float(np.mean(ratios))
-            report.ratio_mean = mean
-            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+        lanes = self._hidden_lanes(d0, t, trunc_rel, best.magnitude, band0) if _vote(checks) == "agree" else []
+        verdict = _vote(checks + lanes)
+        report = FDReport(verdict=verdict, step=t, noise_band=band0, sweep=sweep, directions=checks, per_param=lanes,
+                          trunc_rel=trunc_rel, unresolvable=verdict == "inconclusive",
+                          reason=_UNRESOLVED if verdict == "inconclusive" else "")
+        _ratios(report, checks)
         if report.verdict == "disagree" and per_param and len(self.params) > 1:
             report.per_param = self._per_param(d0, t, trunc_rel)
         if report.verdict == "disagree" and elements > 0:
@@ -302,21 +317,36 @@ class FDEngine:
         """The FD estimate keeps changing with the step: sparse (element-wise AD matches except at kinks) or
         inconclusive."""
         sparse = self._sparse_at_kinks(sweep[-2].step) if self._size() <= SPARSE_ZOOM_MAX else []
-        if sparse and sum(not e.agree for e in sparse) <= 0.25 * len(sparse) and any(not e.agree for e in sparse):
-            bad = [e for e in sparse if not e.agree]
+        resolved = [e for e in sparse if e.status != "unresolved"]
+        bad = [e for e in resolved if e.status == "disagree"]
+        if bad and len(bad) <= 0.25 * len(resolved):
             return FDReport(
                 verdict="sparse", sweep=sweep, elements=sparse, evaluations=self.evaluations, step=sweep[-2].step,
                 reason=(f"the objective is non-smooth along a random direction, but element by element AD matches "
-                        f"FD on {len(sparse) - len(bad)} of {len(sparse)} entries; the rest "
+                        f"FD on {len(resolved) - len(bad)} of {len(resolved)} resolved entries; the rest "
                         f"({', '.join(f'{e.param}{e.index}' for e in bad[:8])}) sit at kinks (contacts, min/max, "
                         "where), where FD cannot choose between valid one-sided slopes"),
             )
-        return FDReport(
-            verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
-            reason=("the FD estimate keeps changing with the step beyond the noise band "
-                    f"({', '.join(f'{s.step:g}: {s.fd:.4g}' for s in sweep)}): a non-smooth (piecewise-constant, "
-                    "kinked) or chaotic objective; FD cannot judge the gradient here"),
-        )
+        return FDReport(verdict="inconclusive", sweep=sweep, evaluations=self.evaluations, unconverged=True,
+                        reason=self._unconverged_reason(sweep))
+
+    def _unconverged_reason(self, sweep: list[SweepPoint]) -> str:
+        """What the sweep measured, in numbers: FD at each step, and how far AD's linear prediction of the change
+        at the smallest step is from the change seen (chaos predicts changes far beyond the objective)."""
+        small = sweep[-1]
+        predicted = abs(small.ad) * 2 * small.step
+        seen = abs(small.fd) * 2 * small.step
+        reason = ("the FD step sweep does not converge: FD·v is "
+                  f"{', '.join(f'{s.fd:.4g} at {s.step:g}' for s in sweep)}, and no two neighbouring steps agree "
+                  "within 5% or their float rounding, so FD has no value to compare AD with")
+        scale = max(abs(self.base_objective), 1e-300)
+        if predicted > 10 * max(seen, 1e-300) and predicted > scale:
+            reason += (f". AD·v predicts a change of {predicted:.3g} at step {small.step:g} (|L| = {scale:.3g}), the "
+                       f"objective changed by {seen:.3g}: a sensitivity that large is chaos or an exploding horizon "
+                       "(nearby trajectories separate exponentially), where FD at float32 steps measures noise")
+        else:
+            reason += ": a non-smooth objective (kinks, contacts, piecewise-constant pieces) or a chaotic horizon"
+        return reason
 
     def _directions_at(self, dirs: list[dict[str, np.ndarray]], t: float, trunc_rel: float,
                        first: DirectionCheck) -> list[DirectionCheck] | str:
@@ -330,7 +360,7 @@ class FDEngine:
                 return err
             for k, d in enumerate(dirs[1:], start=1):
                 fd, ad, rb, mag = self._point(d, t, evs[2 * k - 2], evs[2 * k - 1])
-                checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
+                checks.append(self._direction_check(k, "all", fd, ad, rb, trunc_rel * max(abs(fd), mag), mag))
         return checks
 
     def _confirm(self, dirs: list[dict[str, np.ndarray]], checks: list[DirectionCheck], t: float) -> list[DirectionCheck]:
@@ -338,19 +368,22 @@ class FDEngine:
         of FD itself (curvature the sweep's direction did not show, a kink the step crosses) moves with the step,
         a wrong gradient does not. Costs 2 evaluations per disagreeing direction (at most 2), only on failure."""
         out = list(checks)
-        for i, c in [(i, c) for i, c in enumerate(checks) if not c.agree][:2]:
+        for i, c in [(i, c) for i, c in enumerate(checks) if c.status == "disagree"][:2]:
             small = t / 10
             evs = self._run(_pair(dirs[c.direction], small))
             if _first_error(evs):
                 continue
             fd2, ad2, rb2, mag2 = self._point(dirs[c.direction], small, evs[0], evs[1])
-            if not np.isfinite(fd2) or not _resolvable(SweepPoint(step=small, fd=fd2, ad=ad2, rounding_band=rb2)):
-                continue  # the smaller step cannot resolve the objective: the first judgement stands
-            band = abs(c.fd - fd2) + rb2
-            tol = 3 * band + REL_SLACK * max(abs(fd2), abs(ad2), mag2)
-            if abs(ad2 - fd2) <= tol:
-                out[i] = DirectionCheck(direction=c.direction, scope=c.scope, step=small, ad=ad2, fd=fd2, band=band,
-                                        ratio=ad2 / fd2 if fd2 else None, agree=True)
+            if not np.isfinite(fd2):
+                continue
+            # The truncation error at the smaller step is at most the change of FD between the two steps; the
+            # direction is judged again there, resolution included (a swamped smaller step rescues nothing).
+            again = self._direction_check(c.direction, c.scope, fd2, ad2, rb2, abs(c.fd - fd2), mag2,
+                                          steps=[*c.steps], step=small)
+            if again.status == "agree":
+                out[i] = again
+            else:
+                out[i] = c.model_copy(update={"steps": again.steps})
         return out
 
     def _hidden_lanes(self, d0: dict[str, np.ndarray], t: float, trunc_rel: float, mag: float,
@@ -377,14 +410,14 @@ class FDEngine:
                         break
                     fd, ad, rb, m = self._point({p.key: d}, step, evs[0], evs[1])
                     if _resolvable(SweepPoint(step=step, fd=fd, ad=ad, rounding_band=rb)):
-                        out.append(self._direction_check(0, f"{p.name}[lane {j}]", fd, ad,
-                                                         rb + trunc_rel * (step / t) ** 2 * max(abs(fd), m), m))
+                        out.append(self._direction_check(0, f"{p.name}[lane {j}]", fd, ad, rb,
+                                                         trunc_rel * (step / t) ** 2 * max(abs(fd), m), m))
                         break
                 else:
                     # Even at 100x the step the objective does not resolve this lane: its effect is below the
                     # objective's float rounding, so FD has nothing to say about it (recorded, not failed).
-                    out.append(DirectionCheck(direction=0, scope=f"{p.name}[lane {j}] (unresolvable)", step=step,
-                                              ad=ad, fd=fd, band=rb, ratio=None, agree=True))
+                    out.append(DirectionCheck(direction=0, scope=f"{p.name}[lane {j}]", step=step, ad=ad, fd=fd,
+                                              band=3 * rb, rounding_band=rb, status="unresolved", agree=False))
         return out
 
     def check_at(self, step: float, trunc_rel: float) -> FDReport:
@@ -404,7 +437,7 @@ class FDEngine:
                 return FDReport(verdict="inconclusive", reason="the objective is not finite near the parameters",
                                 evaluations=self.evaluations)
             points.append((fd, ad, rb, mag))
-            checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
+            checks.append(self._direction_check(k, "all", fd, ad, rb, trunc_rel * max(abs(fd), mag), mag))
         all_zero_ad = all(not np.any(p.grad) for p in self.params)
         if all(fd == 0.0 for fd, *_ in points):
             if all_zero_ad:
@@ -419,13 +452,11 @@ class FDEngine:
                             reason="FD cannot resolve this objective at this iteration: its float rounding is "
                                    "comparable to its change at the chosen step")
         checks = self._confirm(dirs, checks, step)
-        report = FDReport(verdict="agree" if all(c.agree for c in checks) else "disagree", step=step,
-                          noise_band=max(c.band for c in checks), directions=checks, trunc_rel=trunc_rel)
-        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
-        if ratios:
-            mean = float(np.mean(ratios))
-            report.ratio_mean = mean
-            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+        verdict = _vote(checks)
+        report = FDReport(verdict=verdict, step=step, noise_band=max(c.rounding_band + c.truncation for c in checks),
+                          directions=checks, trunc_rel=trunc_rel, unresolvable=verdict == "inconclusive",
+                          reason=_UNRESOLVED if verdict == "inconclusive" else "")
+        _ratios(report, checks)
         report.evaluations = self.evaluations
         return report
 
@@ -450,15 +481,35 @@ class FDEngine:
             e[idx] = p.scale_at(idx)
             fd, ad, rb, mag = self._point({p.key: e.reshape(p.value.shape)}, t, plus, minus)
             agree = bool(abs(ad - fd) <= 3 * rb + 0.02 * max(abs(fd), abs(ad), mag) + 1e-30)
+            status: Status = "unresolved" if rb >= 0.25 * max(abs(fd), abs(ad)) else ("agree" if agree else "disagree")
             out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.value.shape)],
-                                    ad=ad, fd=fd, agree=agree))
+                                    ad=ad, fd=fd, agree=status == "agree", status=status))
         return out
 
-    def _direction_check(self, k: int, scope: str, fd: float, ad: float, band: float, mag: float = 0.0) -> DirectionCheck:
-        tol = 3 * band + REL_SLACK * max(abs(fd), abs(ad), mag)
-        agree = bool(np.isfinite(ad) and abs(ad - fd) <= tol)
-        ratio = ad / fd if abs(fd) > 3 * band and fd != 0 else None
-        return DirectionCheck(direction=k, scope=scope, step=self._step, ad=ad, fd=fd, band=band, ratio=ratio, agree=agree)
+    def _direction_check(self, k: int, scope: str, fd: float, ad: float, rounding: float, truncation: float,
+                         mag: float = 0.0, steps: list[SweepPoint] | None = None,
+                         step: float | None = None) -> DirectionCheck:
+        """Judge one direction at the current step: unresolved when the objective's rounding is comparable to
+        the signal, or when the band is as large as the signal (any AD inside it would "agree", 0 included);
+        otherwise agree exactly when |ad - fd| is within the band reported with it."""
+        noise = rounding + truncation
+        band = 3 * noise + REL_SLACK * max(abs(fd), abs(ad), mag)
+        signal = max(abs(fd), abs(ad))
+        status: Status
+        if not np.isfinite(ad):
+            status = "disagree"
+        elif rounding >= 0.25 * signal:
+            status = "unresolved"
+        elif abs(ad - fd) > band:
+            status = "disagree"
+        else:
+            status = "agree" if band < signal else "unresolved"
+        ratio = ad / fd if status != "unresolved" and abs(fd) > 3 * noise and fd != 0 else None
+        t = self._step if step is None else step
+        here = SweepPoint(step=t, fd=fd, ad=ad, rounding_band=rounding, magnitude=mag)
+        own = [*steps, here] if steps is not None and not any(p.step == t for p in steps) else (steps or [here])
+        return DirectionCheck(direction=k, scope=scope, step=t, ad=ad, fd=fd, band=band, rounding_band=rounding,
+                              truncation=truncation, ratio=ratio, status=status, agree=status == "agree", steps=own)
 
     def _per_param(self, d0, t, trunc_rel) -> list[DirectionCheck]:
         batch, keys = [], []
@@ -473,7 +524,7 @@ class FDEngine:
             if plus.error or minus.error:
                 continue
             fd, ad, rb, mag = self._point({p.key: d0[p.key]}, t, plus, minus)
-            out.append(self._direction_check(0, p.name, fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
+            out.append(self._direction_check(0, p.name, fd, ad, rb, trunc_rel * max(abs(fd), mag), mag))
         return out
 
     def _elements(self, t, trunc_rel, limit, per_param) -> list[ElementCheck]:
@@ -498,11 +549,51 @@ class FDEngine:
                 e = np.zeros_like(flat_grad)
                 e[idx] = p.scale_at(idx)
                 fd, ad, rb, mag = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
-                band = rb + trunc_rel * max(abs(fd), mag)
-                agree = bool(abs(ad - fd) <= 3 * band + REL_SLACK * max(abs(fd), abs(ad)) + 1e-12)
+                c = self._direction_check(0, p.name, fd, ad, rb, trunc_rel * max(abs(fd), mag), mag, step=t)
                 out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.grad.shape)],
-                                        ad=ad, fd=fd, agree=agree))
+                                        ad=ad, fd=fd, agree=c.status == "agree", status=c.status))
         return out
+
+
+_UNRESOLVED = ("no direction resolves the objective at the chosen step: in each, the float rounding of the objective "
+               "(or the FD band) is as large as the change being measured, so none can vote")
+
+
+def _vote(checks: list[DirectionCheck]) -> str:
+    """Only resolved directions vote: any resolved disagreement is a disagreement; agreement needs at least one
+    resolved direction; none resolved is no verdict."""
+    if any(c.status == "disagree" for c in checks):
+        return "disagree"
+    return "agree" if any(c.status == "agree" for c in checks) else "inconclusive"
+
+
+def _ratios(report: FDReport, checks: list[DirectionCheck]) -> None:
+    ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
+    if ratios:
+        mean = float(np.mean(ratios))
+        report.ratio_mean = mean
+        report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+
+
+def _converged(sweep: list[SweepPoint]) -> tuple[float, int] | None:
+    """(|FD difference|, index of the larger step) of the neighbouring resolvable steps FD converges at, or None
+    when the sweep does not converge. Judged on FD's own values, never on AD's: a huge AD·v (chaos, an exploding
+    adjoint) must not make a wandering FD look settled. Converged where two neighbours agree within 5% of FD (or
+    their rounding); a direction whose terms cancel (FD·v small against them) may use the terms' size instead, but
+    only where the differences visibly shrink toward that pair (an earlier one at least 10× larger), as central
+    differences do (error ∝ t²)."""
+    pairs = [(abs(a.fd - b.fd), i, a, b) for i, (a, b) in enumerate(itertools.pairwise(sweep))
+             if _resolvable(a) and _resolvable(b)]
+    if not pairs:
+        return None
+    d_min, i_min, a, b = min(pairs, key=lambda x: (x[0], x[1]))
+    noise = 3 * max(a.rounding_band, b.rounding_band)
+    if d_min <= 0.05 * max(abs(a.fd), abs(b.fd)) + noise:
+        return d_min, i_min
+    shrinking = any(d >= 10 * d_min for d, i, *_ in pairs if i < i_min)
+    if shrinking and d_min <= 0.05 * max(abs(a.fd), abs(b.fd), a.magnitude) + noise:
+        return d_min, i_min
+    return None
 
 
 def _resolvable(s: SweepPoint) -> bool:

@@ -88,7 +88,97 @@ for it in range(3):
     tape.zero()
 '''
 
-PROGRAMS = {"logistic_chaos": LOGISTIC_CHAOS, "damped_long": DAMPED_LONG}
+# A subset zeroed: a custom adjoint treats a smooth cap like a hard clamp, so capped entries get no gradient.
+SOFT_CAP_ZEROED = '''\
+import numpy as np
+import warp as wp
+
+N = 32
+
+
+@wp.func
+def soft_cap(x: float):
+    # identity below 1, logarithmic above: smooth (C1) at 1
+    if x < 1.0:
+        return x
+    return 1.0 + wp.log(x)
+
+
+@wp.func_grad(soft_cap)
+def adj_soft_cap(x: float, adj_ret: float):
+    # bug: treats the cap like a hard clamp, so capped entries get no gradient
+    if x < 1.0:
+        wp.adjoint[x] += adj_ret
+
+
+@wp.kernel
+def forward(p: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    y = soft_cap(p[i] * 1.5)
+    d = y - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+rng = np.random.default_rng(1)
+p_init = rng.uniform(0.1, 0.6, N)
+p_init[::5] = 1.2  # a few entries start above the cap
+p = wp.array(p_init, dtype=float, requires_grad=True)
+target = wp.array(rng.uniform(0.0, 1.0, N), dtype=float)
+for it in range(3):
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(forward, dim=N, inputs=[p, target], outputs=[loss])
+    tape.backward(loss=loss)
+    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+    p.assign(p.numpy() - 0.01 * p.grad.numpy())
+    tape.zero()
+'''
+
+# A subset with the wrong sign: a custom adjoint of a smooth |x| drops the sign, so negative residuals are wrong.
+SMOOTH_ABS_SIGN = '''\
+import numpy as np
+import warp as wp
+
+N = 40
+
+
+@wp.func
+def smooth_abs(x: float):
+    return wp.sqrt(x * x + 0.01)
+
+
+@wp.func_grad(smooth_abs)
+def adj_smooth_abs(x: float, adj_ret: float):
+    # bug: the derivative's sign is dropped, so negative inputs push the wrong way
+    wp.adjoint[x] += adj_ret * wp.abs(x) / wp.sqrt(x * x + 0.01)
+
+
+@wp.kernel
+def residual(w: wp.array(dtype=float), a: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    r = smooth_abs(w[i] - a[i])
+    wp.atomic_add(loss, 0, r * (1.0 + 0.1 * float(i % 3)))
+
+
+rng = np.random.default_rng(11)
+a = wp.array(rng.uniform(-1.0, 1.0, N), dtype=float)
+w_init = rng.uniform(-1.0, 1.0, N)
+w_init = np.where(rng.uniform(size=N) < 0.8, a.numpy() + 0.3, w_init)  # most residuals start positive
+w = wp.array(w_init, dtype=float, requires_grad=True)
+for it in range(3):
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(residual, dim=N, inputs=[w, a], outputs=[loss])
+    tape.backward(loss=loss)
+    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+    w.assign(w.numpy() - 0.01 * w.grad.numpy())
+    tape.zero()
+'''
+
+PROGRAMS = {"logistic_chaos": LOGISTIC_CHAOS, "damped_long": DAMPED_LONG, "soft_cap_zeroed": SOFT_CAP_ZEROED,
+            "smooth_abs_sign": SMOOTH_ABS_SIGN}
 
 
 def write_fd_program(root: Path, name: str) -> Path:

@@ -29,6 +29,9 @@ from .signatures import Signature
 
 STEPS = (1e-2, 1e-3, 1e-4)
 SPARSE_ZOOM_MAX = 64  # entries checked one by one when a non-smooth objective needs a closer look
+# Entries compared one by one when the directions disagree without a constant ratio: enough to tell "a subset
+# is wrong" from "every entry is wrong" (2 evaluations each, only on failure).
+SUBSET_SAMPLE = 16
 # Rounding of a float32 objective: the summation in a loss kernel loses a few ulps more than one op.
 ROUNDING_ULPS = 8.0
 REL_SLACK = 1e-4
@@ -108,6 +111,9 @@ class ElementCheck(BaseModel):
     fd: float
     agree: bool
     status: Status = Field("agree", description="as a direction's: unresolved entries do not vote")
+    pick: Literal["all", "random", "smallest", "largest"] = Field(
+        "all", description="why this entry was checked: every entry (a small parameter), a seeded uniform draw (what "
+        "share of entries disagrees), or the smallest/largest |AD| (where a zeroed subset or the strongest terms are)")
 
 
 class FDReport(BaseModel):
@@ -236,8 +242,11 @@ class FDEngine:
         _ratios(report, checks)
         if report.verdict == "disagree" and per_param and len(self.params) > 1:
             report.per_param = self._per_param(d0, t, trunc_rel)
-        if report.verdict == "disagree" and elements > 0:
-            report.elements = self._elements(t, trunc_rel, elements, report.per_param)
+        constant_ratio = report.ratio_spread is not None and report.ratio_spread < 5e-3 and len(
+            [c for c in checks if c.ratio is not None]) >= 2
+        n_elements = elements or (0 if constant_ratio else SUBSET_SAMPLE)
+        if report.verdict == "disagree" and n_elements > 0:
+            report.elements = self._elements(t, trunc_rel, n_elements, report.per_param)
         report.evaluations = self.evaluations
         return report
 
@@ -528,21 +537,21 @@ class FDEngine:
         return out
 
     def _elements(self, t, trunc_rel, limit, per_param) -> list[ElementCheck]:
+        """Entries of the (first failing) parameter compared one by one at step t: every entry of a small one,
+        else a bounded sample (`_sample`). 2 evaluations per entry."""
         failing = {c.scope for c in per_param if not c.agree}
         targets = [p for p in self.params if not failing or p.name in failing][:1]
         out = []
         for p in targets:
             flat_grad = p.grad.reshape(-1)
-            n = min(limit, flat_grad.size)
-            # The largest |AD| entries and the first entries: a wrong gradient shows in one or the other.
-            order = list(dict.fromkeys(list(np.argsort(-np.abs(flat_grad))[: n // 2]) + list(range(n))))[:n]
+            picks = _sample(flat_grad, limit, self.seed)
             batch = []
-            for idx in order:
+            for idx, _ in picks:
                 e = np.zeros_like(flat_grad)
                 e[idx] = p.scale_at(idx)
                 batch += _pair({p.key: e.reshape(p.grad.shape)}, t)
             evs = self._run(batch)
-            for j, idx in enumerate(order):
+            for j, (idx, pick) in enumerate(picks):
                 plus, minus = evs[2 * j], evs[2 * j + 1]
                 if plus.error or minus.error:
                     continue
@@ -551,8 +560,26 @@ class FDEngine:
                 fd, ad, rb, mag = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
                 c = self._direction_check(0, p.name, fd, ad, rb, trunc_rel * max(abs(fd), mag), mag, step=t)
                 out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.grad.shape)],
-                                        ad=ad, fd=fd, agree=c.status == "agree", status=c.status))
+                                        ad=ad, fd=fd, agree=c.status == "agree", status=c.status, pick=pick))
         return out
+
+
+def _sample(flat_grad: np.ndarray, limit: int, seed: int) -> list[tuple[int, str]]:
+    """Which entries to compare one by one, at most `limit`: all of them when there are no more; else the
+    quarter with the smallest |AD| (a zeroed or clamped subset sits there), the quarter with the largest, and the
+    rest a seeded uniform draw of the others, which alone estimates what share of entries disagrees. Depends
+    only on the gradient and the seed, so the same program picks the same entries on every run."""
+    n = flat_grad.size
+    if n <= limit:
+        return [(i, "all") for i in range(n)]
+    order = np.argsort(np.abs(flat_grad), kind="stable")
+    k = limit // 4
+    picked: dict[int, str] = {int(i): "smallest" for i in order[:k]}
+    picked.update({int(i): "largest" for i in order[::-1][:k] if int(i) not in picked})
+    rest = np.array([i for i in range(n) if i not in picked])
+    for i in np.random.default_rng(seed).choice(rest, size=min(limit - len(picked), rest.size), replace=False):
+        picked[int(i)] = "random"
+    return sorted(picked.items())
 
 
 _UNRESOLVED = ("no direction resolves the objective at the chosen step: in each, the float rounding of the objective "
@@ -660,13 +687,28 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int,
         if f != 1.0 and clean:
             return Signature.EXACT_FACTOR, f, (f"AD/FD = {report.ratio_mean:.6g} in every direction (spread "
                                                f"{report.ratio_spread:.2%})")
-    if report.elements:
-        bad = [e for e in report.elements if not e.agree]
-        if bad and len(bad) <= 0.25 * len(report.elements):
-            return Signature.SPARSE_SUBSET, None, (f"{len(bad)} of {len(report.elements)} checked elements "
-                                                   "disagree; the rest match: a data-dependent subset (non-smooth "
-                                                   "choice or a localized bug)")
+    subset = _wrong_subset(report.elements)
+    if subset:
+        return Signature.SPARSE_SUBSET, None, subset
     return Signature.SUBTLY_WRONG, None, "AD and FD disagree beyond the noise band with no constant ratio"
+
+
+def _wrong_subset(elements: list[ElementCheck]) -> str | None:
+    """The entry-by-entry comparison says a subset is wrong (None otherwise): some resolved entries disagree
+    while most of the uniformly drawn ones (every entry, for a small parameter) match FD; when nearly every
+    drawn entry disagrees, the whole gradient is wrong, not a subset."""
+    resolved = [e for e in elements if e.status != "unresolved"]
+    bad = [e for e in resolved if e.status == "disagree"]
+    drawn = [e for e in resolved if e.pick in ("all", "random")]
+    good = sum(e.status == "agree" for e in drawn)
+    if not bad or good < 2 or good < 0.5 * len(drawn):
+        return None
+    shown = ", ".join(f"{e.param}{e.index} (AD {e.ad:.3g}, FD {e.fd:.3g})" for e in bad[:4])
+    zeros = sum(e.ad == 0.0 for e in bad)
+    return (f"{len(bad)} of {len(resolved)} entries compared one by one disagree ({shown}{', ...' if len(bad) > 4 else ''})"
+            f"; {good} of {len(drawn)} drawn at random match FD: the gradient is wrong on a subset of entries"
+            f"{f' ({zeros} of them exactly zero)' if zeros else ''} (a clamp, mask or branch that drops their adjoint, "
+            "a counter or index that skips them in the backward, an in-place write at those entries)")
 
 
 def _small_factor(x: float) -> bool:

@@ -68,3 +68,19 @@ def test_programs_with_a_wrong_subset_get_sparse_subset(tmp_path, name):
     assert r.ok and r.passed is False and r.signature == "sparse_subset", (r.signature, r.explanation, r.elements)
     bad = [e for e in r.elements if e.status == "disagree"]
     assert bad and len(bad) < len(r.elements) / 2
+
+
+def test_a_whole_lane_wrong_is_a_component_formula_not_a_subset():
+    rng = np.random.default_rng(2)
+    value = rng.uniform(0.5, 1.5, (10, 3))
+    grad = 3 * value**2
+    grad[:, 2] *= 1.7  # the formula of the third component is wrong for every entry
+
+    def evaluate(batch):
+        return [fd.Evaluation(float(np.sum((value + pert.get("p", 0.0)) ** 3)),
+                              applied={"p": pert.get("p", np.zeros_like(value))}) for pert in batch]
+
+    engine = fd.FDEngine([fd.Param(key="p", name="q", value=value, grad=grad)], evaluate, float(np.sum(value**3)))
+    report = engine.check()
+    sig, _, why = fd.classify(report, grads=[grad], backward_calls=1, stale={})
+    assert sig == "subtly_wrong" and "lane 2 of q" in why, why

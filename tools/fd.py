@@ -687,10 +687,28 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int,
         if f != 1.0 and clean:
             return Signature.EXACT_FACTOR, f, (f"AD/FD = {report.ratio_mean:.6g} in every direction (spread "
                                                f"{report.ratio_spread:.2%})")
+    lanes = _wrong_lanes(report.elements)
+    if lanes:
+        return Signature.SUBTLY_WRONG, None, lanes
     subset = _wrong_subset(report.elements)
     if subset:
         return Signature.SPARSE_SUBSET, None, subset
     return Signature.SUBTLY_WRONG, None, "AD and FD disagree beyond the noise band with no constant ratio"
+
+
+def _wrong_lanes(elements: list[ElementCheck]) -> str | None:
+    """The entries that disagree are exactly whole lanes of a vector-typed parameter (every checked entry of
+    lane 2 wrong, every other right): a structural error in that component's formula, not a data-dependent
+    subset, so it stays `subtly_wrong`, with the lanes named (None when the pattern is anything else)."""
+    resolved = [e for e in elements if e.status != "unresolved" and len(e.index) >= 2]
+    if len(resolved) < len(elements) or not resolved:
+        return None
+    bad_lanes = {(e.param, e.index[-1]) for e in resolved if e.status == "disagree"}
+    if not bad_lanes or any(((e.param, e.index[-1]) in bad_lanes) != (e.status == "disagree") for e in resolved):
+        return None
+    named = ", ".join(f"lane {j} of {name}" for name, j in sorted(bad_lanes))
+    return (f"AD and FD disagree with no constant ratio, in {named} only: every checked entry of it disagrees and "
+            "every other entry matches, so the formula of that vector component (or its adjoint) is wrong")
 
 
 def _wrong_subset(elements: list[ElementCheck]) -> str | None:

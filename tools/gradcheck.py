@@ -676,8 +676,11 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     lead.evaluations_from_hub = later.evaluations_from_hub + first.evaluations_from_hub
     lead.harness, lead.harness_id = later.harness, later.harness_id
     verdict = {True: "passed", False: "failed", None: "no verdict"}
+    # What the other iteration measured travels with its verdict: a reason for no verdict, the pattern of a
+    # failure (which entries or lanes), since the lead may have checked too little to show it.
+    said = other.reason if other.passed is None else (other.explanation if other.elements else "")
     lead.notes.append(f"iteration {other.iteration} {verdict[other.passed]} ({other.signature}"
-                      f"{': ' + other.reason if other.passed is None and other.reason else ''})")
+                      f"{': ' + said if said else ''})")
     lead.rerun_mismatch = lead.rerun_mismatch or other.rerun_mismatch
     if lead.passed is None and not lead.next_steps:
         lead.next_steps = list(other.next_steps)

@@ -603,22 +603,16 @@ def _ratios(report: FDReport, checks: list[DirectionCheck]) -> None:
 
 
 def _converged(sweep: list[SweepPoint]) -> tuple[float, int] | None:
-    """(|FD difference|, index of the larger step) of the neighbouring resolvable steps FD converges at, or None
-    when the sweep does not converge. Judged on FD's own values, never on AD's: a huge AD·v (chaos, an exploding
-    adjoint) must not make a wandering FD look settled. Converged where two neighbours agree within 5% of FD (or
-    their rounding); a direction whose terms cancel (FD·v small against them) may use the terms' size instead, but
-    only where the differences visibly shrink toward that pair (an earlier one at least 10× larger), as central
-    differences do (error ∝ t²)."""
+    """(|FD difference|, index of the larger step) of the neighbouring resolvable steps FD converges at: the
+    closest pair, if it agrees within 5% of FD (or the pair's rounding); None when the sweep does not converge.
+    Judged on FD's own values, never on AD's: a huge AD·v (chaos, an exploding adjoint) must not make a
+    wandering FD look settled."""
     pairs = [(abs(a.fd - b.fd), i, a, b) for i, (a, b) in enumerate(itertools.pairwise(sweep))
              if _resolvable(a) and _resolvable(b)]
     if not pairs:
         return None
     d_min, i_min, a, b = min(pairs, key=lambda x: (x[0], x[1]))
-    noise = 3 * max(a.rounding_band, b.rounding_band)
-    if d_min <= 0.05 * max(abs(a.fd), abs(b.fd)) + noise:
-        return d_min, i_min
-    shrinking = any(d >= 10 * d_min for d, i, *_ in pairs if i < i_min)
-    if shrinking and d_min <= 0.05 * max(abs(a.fd), abs(b.fd), a.magnitude) + noise:
+    if d_min <= 0.05 * max(abs(a.fd), abs(b.fd)) + 3 * max(a.rounding_band, b.rounding_band):
         return d_min, i_min
     return None
 

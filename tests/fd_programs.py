@@ -177,8 +177,43 @@ for it in range(3):
     tape.zero()
 '''
 
+# A hand seed of 1 on every per-sample loss while the script reports (and means) their mean: a factor N = 64,
+# on a model of three parameters, so fewer entries than some checks draw directions.
+MEAN_SEEDED_ONES = '''\
+import numpy as np
+import warp as wp
+
+N = 64
+
+
+@wp.kernel
+def predict(w: wp.array(dtype=float), x: wp.array(dtype=float), y: wp.array(dtype=float), l: wp.array(dtype=float)):
+    i = wp.tid()
+    p = w[0] * wp.sin(w[1] * x[i]) + w[2]
+    d = p - y[i]
+    l[i] = d * d
+
+
+xs = np.linspace(-2.0, 2.0, N)
+x = wp.array(xs, dtype=float)
+y = wp.array(0.8 * np.sin(1.3 * xs) + 0.1, dtype=float)
+w = wp.array([0.5, 1.0, 0.0], dtype=float, requires_grad=True)
+opt_lr = 0.02
+for it in range(5):
+    l = wp.zeros(N, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=N, inputs=[w, x, y], outputs=[l])
+    l.grad = wp.ones(N, dtype=float)  # seed every residual term with 1
+    tape.backward()
+    mse = l.numpy().mean()
+    w.assign(w.numpy() - opt_lr * w.grad.numpy())
+    print(f"step {it}: mse = {mse:.5f}")
+    tape.zero()
+'''
+
 PROGRAMS = {"logistic_chaos": LOGISTIC_CHAOS, "damped_long": DAMPED_LONG, "soft_cap_zeroed": SOFT_CAP_ZEROED,
-            "smooth_abs_sign": SMOOTH_ABS_SIGN}
+            "smooth_abs_sign": SMOOTH_ABS_SIGN, "mean_seeded_ones": MEAN_SEEDED_ONES}
 
 
 def write_fd_program(root: Path, name: str) -> Path:

@@ -672,10 +672,12 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int,
     n_entries = sum(g.size for g in grads)
     if report.ratio_mean is not None and report.ratio_spread is not None and report.ratio_spread < 5e-3 and len(
             [c for c in report.directions if c.ratio is not None]) >= 2 and (
-            n_entries > len(report.directions) or _small_factor(report.ratio_mean)):
-        # With no more entries than directions any gradient is "proportional": only a small clean factor
-        # (-1, 2, 1/2, ... 16) then says something (a sign, a double accumulation). Otherwise the factor must
-        # be clean too (an integer or 1/integer): a partial cut can look proportional at 0.978.
+            n_entries >= 2 or _small_factor(report.ratio_mean)):
+        # A single entry is "proportional" whatever its error: only a small clean factor (-1, 2, 1/2, ... 16)
+        # then says something (a sign, a double accumulation). From two entries on, a ratio constant over
+        # independent directions pins AD = c·FD (a generic wrong gradient is not parallel to the true one), so
+        # any clean factor counts, N of a mean seeded by hand included, however many directions were drawn.
+        # The factor must be clean (an integer or 1/integer): a partial cut can look proportional at 0.978.
         f = _snap(report.ratio_mean)
         clean = f != report.ratio_mean or float(f).is_integer()
         if f != 1.0 and clean:

@@ -212,8 +212,113 @@ for it in range(5):
     tape.zero()
 '''
 
+# Correct, with a steep smooth contact gate: a sigmoid computed overflow-safe by wp.where (both branches finite).
+SIGMOID_GATE = '''\
+import numpy as np
+import warp as wp
+
+N = 12
+T = 80
+DT = 0.01
+K = 2000.0
+W = 0.001
+
+
+@wp.kernel
+def step(y: wp.array(dtype=float), v: wp.array(dtype=float), y_out: wp.array(dtype=float),
+         v_out: wp.array(dtype=float)):
+    i = wp.tid()
+    # contact force gated by a sigmoid of the penetration; wp.where keeps exp() finite far from the ground
+    s = y[i] / W
+    z = wp.exp(-wp.abs(s))
+    gate = wp.where(s > 0.0, z / (1.0 + z), 1.0 / (1.0 + z))
+    f = K * gate * (0.05 - y[i])
+    vn = v[i] + DT * (f - 9.8)
+    v_out[i] = vn
+    y_out[i] = y[i] + DT * vn
+
+
+@wp.kernel
+def loss_k(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    d = y[i] - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+rng = np.random.default_rng(0)
+v0 = wp.array(rng.uniform(-1.0, 1.0, N), dtype=float, requires_grad=True)
+y0 = wp.array(rng.uniform(0.2, 0.6, N), dtype=float)
+target = wp.array(rng.uniform(0.1, 0.5, N), dtype=float)
+for it in range(3):
+    ys = [y0] + [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(T)]
+    vs = [v0] + [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(T)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for t in range(T):
+            wp.launch(step, dim=N, inputs=[ys[t], vs[t]], outputs=[ys[t + 1], vs[t + 1]])
+        wp.launch(loss_k, dim=N, inputs=[ys[T], target], outputs=[loss])
+    tape.backward(loss=loss)
+    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+    v0.assign(v0.numpy() - 0.05 * v0.grad.numpy())
+    tape.zero()
+'''
+
+# Correct, with a contact force that wp.where switches off outside the ground (a kink) and gates by a sigmoid inside.
+WHERE_GATED_CONTACT = '''\
+import numpy as np
+import warp as wp
+
+N = 32
+T = 80
+DT = 0.01
+K = 3000.0
+W = 0.0015
+
+
+@wp.kernel
+def step(y: wp.array(dtype=float), v: wp.array(dtype=float), y_out: wp.array(dtype=float),
+         v_out: wp.array(dtype=float)):
+    i = wp.tid()
+    # contact force gated by a sigmoid of the penetration, only while penetrating (wp.where: zero otherwise)
+    pen = 0.05 - y[i]
+    z = wp.exp(-wp.abs(pen / W))
+    gate = wp.where(pen > 0.0, 1.0 / (1.0 + z), z / (1.0 + z))
+    f = wp.where(pen > 0.0, K * gate * pen, 0.0)
+    vn = v[i] + DT * (f - 9.8)
+    v_out[i] = vn
+    y_out[i] = y[i] + DT * vn
+
+
+@wp.kernel
+def loss_k(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    d = y[i] - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+rng = np.random.default_rng(0)
+v0 = wp.array(rng.uniform(-1.0, 1.0, N), dtype=float, requires_grad=True)
+y0 = wp.array(rng.uniform(0.2, 0.6, N), dtype=float)
+target = wp.array(rng.uniform(0.1, 0.5, N), dtype=float)
+for it in range(3):
+    ys = [y0] + [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(T)]
+    vs = [v0] + [wp.zeros(N, dtype=float, requires_grad=True) for _ in range(T)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for t in range(T):
+            wp.launch(step, dim=N, inputs=[ys[t], vs[t]], outputs=[ys[t + 1], vs[t + 1]])
+        wp.launch(loss_k, dim=N, inputs=[ys[T], target], outputs=[loss])
+    tape.backward(loss=loss)
+    print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+    v0.assign(v0.numpy() - 0.05 * v0.grad.numpy())
+    tape.zero()
+'''
+
 PROGRAMS = {"logistic_chaos": LOGISTIC_CHAOS, "damped_long": DAMPED_LONG, "soft_cap_zeroed": SOFT_CAP_ZEROED,
-            "smooth_abs_sign": SMOOTH_ABS_SIGN, "mean_seeded_ones": MEAN_SEEDED_ONES}
+            "smooth_abs_sign": SMOOTH_ABS_SIGN, "mean_seeded_ones": MEAN_SEEDED_ONES,
+            "sigmoid_gate": SIGMOID_GATE, "where_gated_contact": WHERE_GATED_CONTACT}
 
 
 def write_fd_program(root: Path, name: str) -> Path:

@@ -110,3 +110,39 @@ def test_a_long_but_stable_horizon_still_resolves(tmp_path):
     assert r.ok and (r.passed, r.signature) == (True, "correct"), (r.reason, r.directions)
     assert not r.fd_unconverged and not r.next_steps
     assert all(_consistent(c) for c in r.directions)
+
+
+def _steep(width: float, factor: float = 1.0):
+    """A smooth but steep gate (tanh of width `width`) at the parameter's value, and AD `factor`× its slope."""
+    value = np.zeros(1)
+    engine = _engine(lambda p: np.tanh(p[0] / width), np.array([factor / width]), value)
+    d = {"p": np.ones(1)}
+    t = 1e-2
+    evs = engine.evaluate(fd._pair(d, t))
+    f, a, rb, mag = engine._point(d, t, evs[0], evs[1])
+    return engine, d, engine._direction_check(0, "all", f, a, rb, 0.0, mag, step=t), t
+
+
+def test_a_direction_whose_fd_keeps_moving_with_the_step_is_unresolved_not_wrong():
+    engine, d, c, t = _steep(1e-4)  # a gate far steeper than the step the sweep chose elsewhere
+    assert c.status == "disagree"
+    followed = engine._follow(d, c, t)
+    assert followed.status == "unresolved" and not followed.agree and followed.ratio is None
+    assert [s.step for s in followed.steps] == [t, t / 10, t / 100]
+
+
+def test_a_direction_that_agrees_at_a_smaller_step_agrees_and_a_settled_one_stays_wrong():
+    engine, d, c, t = _steep(2e-2)
+    assert engine._follow(d, c, t).status == "agree"
+    engine, d, c, t = _steep(2e-1, factor=1.43)
+    stays = engine._follow(d, c, t)
+    assert stays.status == "disagree" and len(stays.steps) == 2  # FD settled at t/10: no third step spent
+
+
+@pytest.mark.warp
+@pytest.mark.parametrize("name", ["sigmoid_gate", "where_gated_contact"])
+def test_a_correct_program_with_a_steep_or_where_gated_contact_is_never_called_wrong(tmp_path, name):
+    write_fd_program(tmp_path, name)
+    r = check(GradcheckArgs(script="sim.py", record=False), tmp_path)
+    assert r.ok and r.passed is not False, (r.signature, r.explanation, r.directions)
+    assert all(_consistent(c) for c in r.directions)

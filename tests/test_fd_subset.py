@@ -33,7 +33,8 @@ def test_a_zeroed_subset_is_sparse_subset_within_a_bounded_number_of_evaluations
     report, (sig, _, why), engine = _report(_zero_every_fifth)
     assert sig == "sparse_subset", why
     assert len(report.elements) == fd.SUBSET_SAMPLE
-    assert engine.evaluations <= 2 * (len(fd.STEPS) + 2 + 2 + fd.SUBSET_SAMPLE)  # sweep, directions, confirm, entries
+    # the sweep, two more directions, each disagreeing direction and entry followed down two steps, the entries
+    assert engine.evaluations <= 2 * (len(fd.STEPS) + 2 + 3 * 2 + fd.SUBSET_SAMPLE + 2 * fd.ELEMENTS_FOLLOWED)
     assert all(e.status == "disagree" for e in report.elements if e.index[0] % 5 == 0)
     assert all(e.status == "agree" for e in report.elements if e.index[0] % 5)
     assert "exactly zero" in why

@@ -32,6 +32,7 @@ SPARSE_ZOOM_MAX = 64  # entries checked one by one when a non-smooth objective n
 # Entries compared one by one when the directions disagree without a constant ratio: enough to tell "a subset
 # is wrong" from "every entry is wrong" (2 evaluations each, only on failure).
 SUBSET_SAMPLE = 16
+ELEMENTS_FOLLOWED = 8  # disagreeing entries followed down in step (2-4 evaluations each)
 # Rounding of a float32 objective: the summation in a loss kernel loses a few ulps more than one op.
 ROUNDING_ULPS = 8.0
 REL_SLACK = 1e-4
@@ -373,27 +374,41 @@ class FDEngine:
         return checks
 
     def _confirm(self, dirs: list[dict[str, np.ndarray]], checks: list[DirectionCheck], t: float) -> list[DirectionCheck]:
-        """Before a disagreement stands, look again along that direction at a step ten times smaller: the error
-        of FD itself (curvature the sweep's direction did not show, a kink the step crosses) moves with the step,
-        a wrong gradient does not. Costs 2 evaluations per disagreeing direction (at most 2), only on failure."""
+        """Before a disagreement stands, follow that direction down in step (t/10, then t/100 while FD still
+        moves): the error of FD itself (curvature or a steep gate the sweep's direction did not show, a kink the
+        step crosses) moves with the step, a wrong gradient does not. Agree at a smaller step: agree. FD settles
+        (two neighbouring steps within 5%) and still differs from AD: disagree. FD keeps moving along this
+        direction down to where rounding swamps it: unresolved, since the step the sweep chose along another
+        direction does not hold along this one. 2 evaluations per disagreeing direction (4 where FD is still
+        moving), at most 4 directions, only on failure."""
         out = list(checks)
-        for i, c in [(i, c) for i, c in enumerate(checks) if c.status == "disagree"][:2]:
-            small = t / 10
-            evs = self._run(_pair(dirs[c.direction], small))
+        for i, c in [(i, c) for i, c in enumerate(checks) if c.status == "disagree"][:4]:
+            out[i] = self._follow(dirs[c.direction], c, t)
+        return out
+
+    def _follow(self, d: dict[str, np.ndarray], c: DirectionCheck, t: float) -> DirectionCheck:
+        """One disagreeing direction followed down in step (see `_confirm`)."""
+        prev, steps = c.fd, [*c.steps]
+        for small in (t / 10, t / 100):
+            evs = self._run(_pair(d, small))
             if _first_error(evs):
-                continue
-            fd2, ad2, rb2, mag2 = self._point(dirs[c.direction], small, evs[0], evs[1])
+                return c.model_copy(update={"steps": steps})
+            fd2, ad2, rb2, mag2 = self._point(d, small, evs[0], evs[1])
             if not np.isfinite(fd2):
-                continue
+                return c.model_copy(update={"steps": steps})
             # The truncation error at the smaller step is at most the change of FD between the two steps; the
             # direction is judged again there, resolution included (a swamped smaller step rescues nothing).
-            again = self._direction_check(c.direction, c.scope, fd2, ad2, rb2, abs(c.fd - fd2), mag2,
-                                          steps=[*c.steps], step=small)
+            again = self._direction_check(c.direction, c.scope, fd2, ad2, rb2, abs(prev - fd2), mag2, steps=steps,
+                                          step=small)
+            steps = again.steps
             if again.status == "agree":
-                out[i] = again
-            else:
-                out[i] = c.model_copy(update={"steps": again.steps})
-        return out
+                return again
+            settled = abs(prev - fd2) <= 0.05 * max(abs(prev), abs(fd2)) + 3 * rb2
+            if settled or rb2 >= 0.25 * max(abs(fd2), abs(ad2)):
+                # FD settled away from AD, or rounding swamps the smaller step: the judgement at t stands
+                return c.model_copy(update={"steps": steps})
+            prev = fd2
+        return c.model_copy(update={"steps": steps, "status": "unresolved", "agree": False, "ratio": None})
 
     def _hidden_lanes(self, d0: dict[str, np.ndarray], t: float, trunc_rel: float, mag: float,
                       band: float) -> list[DirectionCheck]:
@@ -551,16 +566,22 @@ class FDEngine:
                 e[idx] = p.scale_at(idx)
                 batch += _pair({p.key: e.reshape(p.grad.shape)}, t)
             evs = self._run(batch)
+            followed = 0
             for j, (idx, pick) in enumerate(picks):
                 plus, minus = evs[2 * j], evs[2 * j + 1]
                 if plus.error or minus.error:
                     continue
                 e = np.zeros_like(flat_grad)
                 e[idx] = p.scale_at(idx)
-                fd, ad, rb, mag = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
+                d = {p.key: e.reshape(p.grad.shape)}
+                fd, ad, rb, mag = self._point(d, t, plus, minus)
                 c = self._direction_check(0, p.name, fd, ad, rb, trunc_rel * max(abs(fd), mag), mag, step=t)
+                if c.status == "disagree" and followed < ELEMENTS_FOLLOWED:
+                    # An entry at a kink or on a steep gate disagrees at t as a wrong one does; followed down in
+                    # step, its FD keeps moving (unresolved) where a wrong entry's settles away from AD.
+                    c, followed = self._follow(d, c, t), followed + 1
                 out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.grad.shape)],
-                                        ad=ad, fd=fd, agree=c.status == "agree", status=c.status, pick=pick))
+                                        ad=c.ad, fd=c.fd, agree=c.status == "agree", status=c.status, pick=pick))
         return out
 
 

@@ -85,3 +85,9 @@ def test_a_whole_lane_wrong_is_a_component_formula_not_a_subset():
     report = engine.check()
     sig, _, why = fd.classify(report, grads=[grad], backward_calls=1, stale={})
     assert sig == "subtly_wrong" and "lane 2 of q" in why, why
+
+
+def test_an_error_that_grows_smoothly_across_entries_is_not_a_subset():
+    # a reused buffer: the error grows along the chain, inside the band for the first entries only
+    _, (sig, _, why), _ = _report(lambda g: g * (1 + np.linspace(0.0, 0.06, g.size)), n=6)
+    assert sig == "subtly_wrong", why

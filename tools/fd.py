@@ -82,6 +82,7 @@ class SweepPoint(BaseModel):
 
 
 Status = Literal["agree", "disagree", "unresolved"]
+Pick = Literal["all", "random", "smallest", "largest"]
 
 
 class DirectionCheck(BaseModel):
@@ -112,7 +113,7 @@ class ElementCheck(BaseModel):
     fd: float
     agree: bool
     status: Status = Field("agree", description="as a direction's: unresolved entries do not vote")
-    pick: Literal["all", "random", "smallest", "largest"] = Field(
+    pick: Pick = Field(
         "all", description="why this entry was checked: every entry (a small parameter), a seeded uniform draw (what "
         "share of entries disagrees), or the smallest/largest |AD| (where a zeroed subset or the strongest terms are)")
 
@@ -236,10 +237,10 @@ class FDEngine:
                             evaluations=self.evaluations)
         checks = self._confirm(dirs, checks, t)
         lanes = self._hidden_lanes(d0, t, trunc_rel, best.magnitude, band0) if _vote(checks) == "agree" else []
-        verdict = _vote(checks + lanes)
-        report = FDReport(verdict=verdict, step=t, noise_band=band0, sweep=sweep, directions=checks, per_param=lanes,
-                          trunc_rel=trunc_rel, unresolvable=verdict == "inconclusive",
-                          reason=_UNRESOLVED if verdict == "inconclusive" else "")
+        vote = _vote(checks + lanes)
+        report = FDReport(verdict=vote, step=t, noise_band=band0, sweep=sweep, directions=checks, per_param=lanes,
+                          trunc_rel=trunc_rel, unresolvable=vote == "inconclusive",
+                          reason=_UNRESOLVED if vote == "inconclusive" else "")
         _ratios(report, checks)
         if report.verdict == "disagree" and per_param and len(self.params) > 1:
             report.per_param = self._per_param(d0, t, trunc_rel)
@@ -585,7 +586,7 @@ class FDEngine:
         return out
 
 
-def _sample(flat_grad: np.ndarray, limit: int, seed: int) -> list[tuple[int, str]]:
+def _sample(flat_grad: np.ndarray, limit: int, seed: int) -> list[tuple[int, Pick]]:
     """Which entries to compare one by one, at most `limit`: all of them when there are no more; else the
     quarter with the smallest |AD| (a zeroed or clamped subset sits there), the quarter with the largest, and the
     rest a seeded uniform draw of the others, which alone estimates what share of entries disagrees. Depends
@@ -595,7 +596,7 @@ def _sample(flat_grad: np.ndarray, limit: int, seed: int) -> list[tuple[int, str
         return [(i, "all") for i in range(n)]
     order = np.argsort(np.abs(flat_grad), kind="stable")
     k = limit // 4
-    picked: dict[int, str] = {int(i): "smallest" for i in order[:k]}
+    picked: dict[int, Pick] = {int(i): "smallest" for i in order[:k]}
     picked.update({int(i): "largest" for i in order[::-1][:k] if int(i) not in picked})
     rest = np.array([i for i in range(n) if i not in picked])
     for i in np.random.default_rng(seed).choice(rest, size=min(limit - len(picked), rest.size), replace=False):

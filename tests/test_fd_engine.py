@@ -26,7 +26,7 @@ def _judged_at(engine, t):
     for k, d in enumerate(dirs):
         evs = engine.evaluate(fd._pair(d, t))
         f, a, rb, mag = engine._point(d, t, evs[0], evs[1])
-        checks.append(engine._direction_check(k, "all", f, a, rb, mag))
+        checks.append(engine._direction_check(k, "all", f, a, rb, 0.0, mag))
     return dirs, checks
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -28,6 +29,10 @@ from .signatures import Signature
 
 STEPS = (1e-2, 1e-3, 1e-4)
 SPARSE_ZOOM_MAX = 64  # entries checked one by one when a non-smooth objective needs a closer look
+# Entries compared one by one when the directions disagree without a constant ratio: enough to tell "a subset
+# is wrong" from "every entry is wrong" (2 evaluations each, only on failure).
+SUBSET_SAMPLE = 16
+ELEMENTS_FOLLOWED = 8  # disagreeing entries followed down in step (2-4 evaluations each)
 # Rounding of a float32 objective: the summation in a loss kernel loses a few ulps more than one op.
 ROUNDING_ULPS = 8.0
 REL_SLACK = 1e-4
@@ -68,17 +73,6 @@ class Evaluation:
 Evaluator = Callable[[list[dict[str, np.ndarray]]], list[Evaluation]]
 
 
-class DirectionCheck(BaseModel):
-    direction: int
-    scope: str = Field(description="'all' or the parameter name the direction is restricted to")
-    step: float
-    ad: float = Field(description="AD·v: the captured gradient dotted with the applied perturbation / 2t")
-    fd: float = Field(description="FD·v: (L+ - L-) / 2t")
-    band: float = Field(description="noise band of fd (sweep truncation + float rounding)")
-    ratio: float | None = None
-    agree: bool
-
-
 class SweepPoint(BaseModel):
     step: float
     fd: float
@@ -87,12 +81,41 @@ class SweepPoint(BaseModel):
     magnitude: float = Field(0.0, description="sum |grad_i dv_i| / 2t: the size of the terms AD·v adds up")
 
 
+Status = Literal["agree", "disagree", "unresolved"]
+Pick = Literal["all", "random", "smallest", "largest"]
+
+
+class DirectionCheck(BaseModel):
+    """One direction, judged on its own: `agree` means |ad - fd| <= band, `disagree` means it exceeds the band,
+    `unresolved` means the objective's float rounding at this step is comparable to the signal (neither AD·v
+    nor FD·v rises clearly above `rounding_band`), so the direction says nothing and does not vote."""
+
+    direction: int
+    scope: str = Field(description="'all' or the parameter name the direction is restricted to")
+    step: float
+    ad: float = Field(description="AD·v: the captured gradient dotted with the applied perturbation / 2t")
+    fd: float = Field(description="FD·v: (L+ - L-) / 2t")
+    band: float = Field(description="the tolerance |ad - fd| was judged against: 3 × (rounding + truncation) "
+                        "plus a relative slack of 1e-4 of the terms; agree exactly when |ad - fd| <= band")
+    rounding_band: float = Field(0.0, description="float rounding of the objective at this step, divided by 2t")
+    truncation: float = Field(0.0, description="FD truncation error at this step, from the sweep")
+    ratio: float | None = None
+    status: Status = "agree"
+    agree: bool = Field(description="status == 'agree' (kept for readers of earlier results)")
+    steps: list[SweepPoint] = Field(default_factory=list, description="FD and AD along this direction at every "
+                                    "step it was evaluated at (the sweep's steps for direction 0)")
+
+
 class ElementCheck(BaseModel):
     param: str
     index: list[int]
     ad: float
     fd: float
     agree: bool
+    status: Status = Field("agree", description="as a direction's: unresolved entries do not vote")
+    pick: Pick = Field(
+        "all", description="why this entry was checked: every entry (a small parameter), a seeded uniform draw (what "
+        "share of entries disagrees), or the smallest/largest |AD| (where a zeroed subset or the strongest terms are)")
 
 
 class FDReport(BaseModel):
@@ -113,6 +136,8 @@ class FDReport(BaseModel):
                             "largest step): the perturbation did not reach it")
     trunc_rel: float | None = Field(None, description="FD truncation error relative to the size of the terms, "
                                     "from the sweep (carried to a second check at the same step)")
+    unconverged: bool = Field(False, description="No two neighbouring steps of the sweep give the same FD within "
+                              "5% (or their rounding): FD does not converge, so it cannot judge the gradient")
     evaluations: int = 0
 
 
@@ -195,34 +220,35 @@ class FDEngine:
                         "estimated; the objective is barely sensitive to the parameters here (or is float32 with a "
                         "large magnitude): check a later iteration, or compute the loss in float64"),
             )
-        d_min, i_min = min(diffs)
-        best = sweep[i_min]
-        scale = max(abs(best.fd), abs(best.ad), 1e-300)
-        if d_min > 0.05 * scale + 3 * max(sweep[i_min].rounding_band, sweep[i_min + 1].rounding_band):
+        converged = _converged(sweep)
+        if converged is None:
             return self._non_smooth(sweep)
+        d_min, i_min = converged
+        best = sweep[i_min]
         t = self._step = best.step
         # Truncation error relative to the size of the terms, not to their sum: a direction along which the
         # terms cancel has a small FD·v but no smaller an error.
         trunc_rel = d_min / max(abs(best.fd), best.magnitude, 1e-300)
         band0 = d_min + best.rounding_band
-        checks = self._directions_at(dirs, t, trunc_rel, self._direction_check(0, "all", best.fd, best.ad, band0,
-                                                                               best.magnitude))
+        checks = self._directions_at(dirs, t, trunc_rel, self._direction_check(
+            0, "all", best.fd, best.ad, best.rounding_band, d_min, best.magnitude, steps=sweep))
         if isinstance(checks, str):
             return FDReport(verdict="inconclusive", reason=f"an FD evaluation failed: {checks}", sweep=sweep,
                             evaluations=self.evaluations)
         checks = self._confirm(dirs, checks, t)
-        lanes = self._hidden_lanes(d0, t, trunc_rel, best.magnitude, band0) if all(c.agree for c in checks) else []
-        report = FDReport(verdict="agree" if all(c.agree for c in checks + lanes) else "disagree", step=t,
-                          noise_band=band0, sweep=sweep, directions=checks, per_param=lanes, trunc_rel=trunc_rel)
-        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
-        if ratios:
-            mean = float(np.mean(ratios))
-            report.ratio_mean = mean
-            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+        lanes = self._hidden_lanes(d0, t, trunc_rel, best.magnitude, band0) if _vote(checks) == "agree" else []
+        vote = _vote(checks + lanes)
+        report = FDReport(verdict=vote, step=t, noise_band=band0, sweep=sweep, directions=checks, per_param=lanes,
+                          trunc_rel=trunc_rel, unresolvable=vote == "inconclusive",
+                          reason=_UNRESOLVED if vote == "inconclusive" else "")
+        _ratios(report, checks)
         if report.verdict == "disagree" and per_param and len(self.params) > 1:
             report.per_param = self._per_param(d0, t, trunc_rel)
-        if report.verdict == "disagree" and elements > 0:
-            report.elements = self._elements(t, trunc_rel, elements, report.per_param)
+        constant_ratio = report.ratio_spread is not None and report.ratio_spread < 5e-3 and len(
+            [c for c in checks if c.ratio is not None]) >= 2
+        n_elements = elements or (0 if constant_ratio else SUBSET_SAMPLE)
+        if report.verdict == "disagree" and n_elements > 0:
+            report.elements = self._elements(t, trunc_rel, n_elements, report.per_param)
         report.evaluations = self.evaluations
         return report
 
@@ -302,21 +328,36 @@ class FDEngine:
         """The FD estimate keeps changing with the step: sparse (element-wise AD matches except at kinks) or
         inconclusive."""
         sparse = self._sparse_at_kinks(sweep[-2].step) if self._size() <= SPARSE_ZOOM_MAX else []
-        if sparse and sum(not e.agree for e in sparse) <= 0.25 * len(sparse) and any(not e.agree for e in sparse):
-            bad = [e for e in sparse if not e.agree]
+        resolved = [e for e in sparse if e.status != "unresolved"]
+        bad = [e for e in resolved if e.status == "disagree"]
+        if bad and len(bad) <= 0.25 * len(resolved):
             return FDReport(
                 verdict="sparse", sweep=sweep, elements=sparse, evaluations=self.evaluations, step=sweep[-2].step,
                 reason=(f"the objective is non-smooth along a random direction, but element by element AD matches "
-                        f"FD on {len(sparse) - len(bad)} of {len(sparse)} entries; the rest "
+                        f"FD on {len(resolved) - len(bad)} of {len(resolved)} resolved entries; the rest "
                         f"({', '.join(f'{e.param}{e.index}' for e in bad[:8])}) sit at kinks (contacts, min/max, "
                         "where), where FD cannot choose between valid one-sided slopes"),
             )
-        return FDReport(
-            verdict="inconclusive", sweep=sweep, evaluations=self.evaluations,
-            reason=("the FD estimate keeps changing with the step beyond the noise band "
-                    f"({', '.join(f'{s.step:g}: {s.fd:.4g}' for s in sweep)}): a non-smooth (piecewise-constant, "
-                    "kinked) or chaotic objective; FD cannot judge the gradient here"),
-        )
+        return FDReport(verdict="inconclusive", sweep=sweep, evaluations=self.evaluations, unconverged=True,
+                        reason=self._unconverged_reason(sweep))
+
+    def _unconverged_reason(self, sweep: list[SweepPoint]) -> str:
+        """What the sweep measured, in numbers: FD at each step, and how far AD's linear prediction of the change
+        at the smallest step is from the change seen (chaos predicts changes far beyond the objective)."""
+        small = sweep[-1]
+        predicted = abs(small.ad) * 2 * small.step
+        seen = abs(small.fd) * 2 * small.step
+        reason = ("the FD step sweep does not converge: FD·v is "
+                  f"{', '.join(f'{s.fd:.4g} at {s.step:g}' for s in sweep)}, and no two neighbouring steps agree "
+                  "within 5% or their float rounding, so FD has no value to compare AD with")
+        scale = max(abs(self.base_objective), 1e-300)
+        if predicted > 10 * max(seen, 1e-300) and predicted > scale:
+            reason += (f". AD·v predicts a change of {predicted:.3g} at step {small.step:g} (|L| = {scale:.3g}), the "
+                       f"objective changed by {seen:.3g}: a sensitivity that large is chaos or an exploding horizon "
+                       "(nearby trajectories separate exponentially), where FD at float32 steps measures noise")
+        else:
+            reason += ": a non-smooth objective (kinks, contacts, piecewise-constant pieces) or a chaotic horizon"
+        return reason
 
     def _directions_at(self, dirs: list[dict[str, np.ndarray]], t: float, trunc_rel: float,
                        first: DirectionCheck) -> list[DirectionCheck] | str:
@@ -330,28 +371,45 @@ class FDEngine:
                 return err
             for k, d in enumerate(dirs[1:], start=1):
                 fd, ad, rb, mag = self._point(d, t, evs[2 * k - 2], evs[2 * k - 1])
-                checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
+                checks.append(self._direction_check(k, "all", fd, ad, rb, trunc_rel * max(abs(fd), mag), mag))
         return checks
 
     def _confirm(self, dirs: list[dict[str, np.ndarray]], checks: list[DirectionCheck], t: float) -> list[DirectionCheck]:
-        """Before a disagreement stands, look again along that direction at a step ten times smaller: the error
-        of FD itself (curvature the sweep's direction did not show, a kink the step crosses) moves with the step,
-        a wrong gradient does not. Costs 2 evaluations per disagreeing direction (at most 2), only on failure."""
+        """Before a disagreement stands, follow that direction down in step (t/10, then t/100 while FD still
+        moves): the error of FD itself (curvature or a steep gate the sweep's direction did not show, a kink the
+        step crosses) moves with the step, a wrong gradient does not. Agree at a smaller step: agree. FD settles
+        (two neighbouring steps within 5%) and still differs from AD: disagree. FD keeps moving along this
+        direction down to where rounding swamps it: unresolved, since the step the sweep chose along another
+        direction does not hold along this one. 2 evaluations per disagreeing direction (4 where FD is still
+        moving), at most 4 directions, only on failure."""
         out = list(checks)
-        for i, c in [(i, c) for i, c in enumerate(checks) if not c.agree][:2]:
-            small = t / 10
-            evs = self._run(_pair(dirs[c.direction], small))
-            if _first_error(evs):
-                continue
-            fd2, ad2, rb2, mag2 = self._point(dirs[c.direction], small, evs[0], evs[1])
-            if not np.isfinite(fd2) or not _resolvable(SweepPoint(step=small, fd=fd2, ad=ad2, rounding_band=rb2)):
-                continue  # the smaller step cannot resolve the objective: the first judgement stands
-            band = abs(c.fd - fd2) + rb2
-            tol = 3 * band + REL_SLACK * max(abs(fd2), abs(ad2), mag2)
-            if abs(ad2 - fd2) <= tol:
-                out[i] = DirectionCheck(direction=c.direction, scope=c.scope, step=small, ad=ad2, fd=fd2, band=band,
-                                        ratio=ad2 / fd2 if fd2 else None, agree=True)
+        for i, c in [(i, c) for i, c in enumerate(checks) if c.status == "disagree"][:4]:
+            out[i] = self._follow(dirs[c.direction], c, t)
         return out
+
+    def _follow(self, d: dict[str, np.ndarray], c: DirectionCheck, t: float) -> DirectionCheck:
+        """One disagreeing direction followed down in step (see `_confirm`)."""
+        prev, steps = c.fd, [*c.steps]
+        for small in (t / 10, t / 100):
+            evs = self._run(_pair(d, small))
+            if _first_error(evs):
+                return c.model_copy(update={"steps": steps})
+            fd2, ad2, rb2, mag2 = self._point(d, small, evs[0], evs[1])
+            if not np.isfinite(fd2):
+                return c.model_copy(update={"steps": steps})
+            # The truncation error at the smaller step is at most the change of FD between the two steps; the
+            # direction is judged again there, resolution included (a swamped smaller step rescues nothing).
+            again = self._direction_check(c.direction, c.scope, fd2, ad2, rb2, abs(prev - fd2), mag2, steps=steps,
+                                          step=small)
+            steps = again.steps
+            if again.status == "agree":
+                return again
+            settled = abs(prev - fd2) <= 0.05 * max(abs(prev), abs(fd2)) + 3 * rb2
+            if settled or rb2 >= 0.25 * max(abs(fd2), abs(ad2)):
+                # FD settled away from AD, or rounding swamps the smaller step: the judgement at t stands
+                return c.model_copy(update={"steps": steps})
+            prev = fd2
+        return c.model_copy(update={"steps": steps, "status": "unresolved", "agree": False, "ratio": None})
 
     def _hidden_lanes(self, d0: dict[str, np.ndarray], t: float, trunc_rel: float, mag: float,
                       band: float) -> list[DirectionCheck]:
@@ -377,14 +435,14 @@ class FDEngine:
                         break
                     fd, ad, rb, m = self._point({p.key: d}, step, evs[0], evs[1])
                     if _resolvable(SweepPoint(step=step, fd=fd, ad=ad, rounding_band=rb)):
-                        out.append(self._direction_check(0, f"{p.name}[lane {j}]", fd, ad,
-                                                         rb + trunc_rel * (step / t) ** 2 * max(abs(fd), m), m))
+                        out.append(self._direction_check(0, f"{p.name}[lane {j}]", fd, ad, rb,
+                                                         trunc_rel * (step / t) ** 2 * max(abs(fd), m), m))
                         break
                 else:
                     # Even at 100x the step the objective does not resolve this lane: its effect is below the
                     # objective's float rounding, so FD has nothing to say about it (recorded, not failed).
-                    out.append(DirectionCheck(direction=0, scope=f"{p.name}[lane {j}] (unresolvable)", step=step,
-                                              ad=ad, fd=fd, band=rb, ratio=None, agree=True))
+                    out.append(DirectionCheck(direction=0, scope=f"{p.name}[lane {j}]", step=step, ad=ad, fd=fd,
+                                              band=3 * rb, rounding_band=rb, status="unresolved", agree=False))
         return out
 
     def check_at(self, step: float, trunc_rel: float) -> FDReport:
@@ -404,7 +462,7 @@ class FDEngine:
                 return FDReport(verdict="inconclusive", reason="the objective is not finite near the parameters",
                                 evaluations=self.evaluations)
             points.append((fd, ad, rb, mag))
-            checks.append(self._direction_check(k, "all", fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
+            checks.append(self._direction_check(k, "all", fd, ad, rb, trunc_rel * max(abs(fd), mag), mag))
         all_zero_ad = all(not np.any(p.grad) for p in self.params)
         if all(fd == 0.0 for fd, *_ in points):
             if all_zero_ad:
@@ -419,13 +477,11 @@ class FDEngine:
                             reason="FD cannot resolve this objective at this iteration: its float rounding is "
                                    "comparable to its change at the chosen step")
         checks = self._confirm(dirs, checks, step)
-        report = FDReport(verdict="agree" if all(c.agree for c in checks) else "disagree", step=step,
-                          noise_band=max(c.band for c in checks), directions=checks, trunc_rel=trunc_rel)
-        ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
-        if ratios:
-            mean = float(np.mean(ratios))
-            report.ratio_mean = mean
-            report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+        verdict = _vote(checks)
+        report = FDReport(verdict=verdict, step=step, noise_band=max(c.rounding_band + c.truncation for c in checks),
+                          directions=checks, trunc_rel=trunc_rel, unresolvable=verdict == "inconclusive",
+                          reason=_UNRESOLVED if verdict == "inconclusive" else "")
+        _ratios(report, checks)
         report.evaluations = self.evaluations
         return report
 
@@ -450,15 +506,35 @@ class FDEngine:
             e[idx] = p.scale_at(idx)
             fd, ad, rb, mag = self._point({p.key: e.reshape(p.value.shape)}, t, plus, minus)
             agree = bool(abs(ad - fd) <= 3 * rb + 0.02 * max(abs(fd), abs(ad), mag) + 1e-30)
+            status: Status = "unresolved" if rb >= 0.25 * max(abs(fd), abs(ad)) else ("agree" if agree else "disagree")
             out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.value.shape)],
-                                    ad=ad, fd=fd, agree=agree))
+                                    ad=ad, fd=fd, agree=status == "agree", status=status))
         return out
 
-    def _direction_check(self, k: int, scope: str, fd: float, ad: float, band: float, mag: float = 0.0) -> DirectionCheck:
-        tol = 3 * band + REL_SLACK * max(abs(fd), abs(ad), mag)
-        agree = bool(np.isfinite(ad) and abs(ad - fd) <= tol)
-        ratio = ad / fd if abs(fd) > 3 * band and fd != 0 else None
-        return DirectionCheck(direction=k, scope=scope, step=self._step, ad=ad, fd=fd, band=band, ratio=ratio, agree=agree)
+    def _direction_check(self, k: int, scope: str, fd: float, ad: float, rounding: float, truncation: float,
+                         mag: float = 0.0, steps: list[SweepPoint] | None = None,
+                         step: float | None = None) -> DirectionCheck:
+        """Judge one direction at the current step: unresolved when the objective's rounding is comparable to
+        the signal, or when the band is as large as the signal (any AD inside it would "agree", 0 included);
+        otherwise agree exactly when |ad - fd| is within the band reported with it."""
+        noise = rounding + truncation
+        band = 3 * noise + REL_SLACK * max(abs(fd), abs(ad), mag)
+        signal = max(abs(fd), abs(ad))
+        status: Status
+        if not np.isfinite(ad):
+            status = "disagree"
+        elif rounding >= 0.25 * signal:
+            status = "unresolved"
+        elif abs(ad - fd) > band:
+            status = "disagree"
+        else:
+            status = "agree" if band < signal else "unresolved"
+        ratio = ad / fd if status != "unresolved" and abs(fd) > 3 * noise and fd != 0 else None
+        t = self._step if step is None else step
+        here = SweepPoint(step=t, fd=fd, ad=ad, rounding_band=rounding, magnitude=mag)
+        own = [*steps, here] if steps is not None and not any(p.step == t for p in steps) else (steps or [here])
+        return DirectionCheck(direction=k, scope=scope, step=t, ad=ad, fd=fd, band=band, rounding_band=rounding,
+                              truncation=truncation, ratio=ratio, status=status, agree=status == "agree", steps=own)
 
     def _per_param(self, d0, t, trunc_rel) -> list[DirectionCheck]:
         batch, keys = [], []
@@ -473,36 +549,94 @@ class FDEngine:
             if plus.error or minus.error:
                 continue
             fd, ad, rb, mag = self._point({p.key: d0[p.key]}, t, plus, minus)
-            out.append(self._direction_check(0, p.name, fd, ad, rb + trunc_rel * max(abs(fd), mag), mag))
+            out.append(self._direction_check(0, p.name, fd, ad, rb, trunc_rel * max(abs(fd), mag), mag))
         return out
 
     def _elements(self, t, trunc_rel, limit, per_param) -> list[ElementCheck]:
+        """Entries of the (first failing) parameter compared one by one at step t: every entry of a small one,
+        else a bounded sample (`_sample`). 2 evaluations per entry."""
         failing = {c.scope for c in per_param if not c.agree}
         targets = [p for p in self.params if not failing or p.name in failing][:1]
         out = []
         for p in targets:
             flat_grad = p.grad.reshape(-1)
-            n = min(limit, flat_grad.size)
-            # The largest |AD| entries and the first entries: a wrong gradient shows in one or the other.
-            order = list(dict.fromkeys(list(np.argsort(-np.abs(flat_grad))[: n // 2]) + list(range(n))))[:n]
+            picks = _sample(flat_grad, limit, self.seed)
             batch = []
-            for idx in order:
+            for idx, _ in picks:
                 e = np.zeros_like(flat_grad)
                 e[idx] = p.scale_at(idx)
                 batch += _pair({p.key: e.reshape(p.grad.shape)}, t)
             evs = self._run(batch)
-            for j, idx in enumerate(order):
+            followed = 0
+            for j, (idx, pick) in enumerate(picks):
                 plus, minus = evs[2 * j], evs[2 * j + 1]
                 if plus.error or minus.error:
                     continue
                 e = np.zeros_like(flat_grad)
                 e[idx] = p.scale_at(idx)
-                fd, ad, rb, mag = self._point({p.key: e.reshape(p.grad.shape)}, t, plus, minus)
-                band = rb + trunc_rel * max(abs(fd), mag)
-                agree = bool(abs(ad - fd) <= 3 * band + REL_SLACK * max(abs(fd), abs(ad)) + 1e-12)
+                d = {p.key: e.reshape(p.grad.shape)}
+                fd, ad, rb, mag = self._point(d, t, plus, minus)
+                c = self._direction_check(0, p.name, fd, ad, rb, trunc_rel * max(abs(fd), mag), mag, step=t)
+                if c.status == "disagree" and followed < ELEMENTS_FOLLOWED:
+                    # An entry at a kink or on a steep gate disagrees at t as a wrong one does; followed down in
+                    # step, its FD keeps moving (unresolved) where a wrong entry's settles away from AD.
+                    c, followed = self._follow(d, c, t), followed + 1
                 out.append(ElementCheck(param=p.name, index=[int(i) for i in np.unravel_index(idx, p.grad.shape)],
-                                        ad=ad, fd=fd, agree=agree))
+                                        ad=c.ad, fd=c.fd, agree=c.status == "agree", status=c.status, pick=pick))
         return out
+
+
+def _sample(flat_grad: np.ndarray, limit: int, seed: int) -> list[tuple[int, Pick]]:
+    """Which entries to compare one by one, at most `limit`: all of them when there are no more; else the
+    quarter with the smallest |AD| (a zeroed or clamped subset sits there), the quarter with the largest, and the
+    rest a seeded uniform draw of the others, which alone estimates what share of entries disagrees. Depends
+    only on the gradient and the seed, so the same program picks the same entries on every run."""
+    n = flat_grad.size
+    if n <= limit:
+        return [(i, "all") for i in range(n)]
+    order = np.argsort(np.abs(flat_grad), kind="stable")
+    k = limit // 4
+    picked: dict[int, Pick] = {int(i): "smallest" for i in order[:k]}
+    picked.update({int(i): "largest" for i in order[::-1][:k] if int(i) not in picked})
+    rest = np.array([i for i in range(n) if i not in picked])
+    for i in np.random.default_rng(seed).choice(rest, size=min(limit - len(picked), rest.size), replace=False):
+        picked[int(i)] = "random"
+    return sorted(picked.items())
+
+
+_UNRESOLVED = ("no direction resolves the objective at the chosen step: in each, the float rounding of the objective "
+               "(or the FD band) is as large as the change being measured, so none can vote")
+
+
+def _vote(checks: list[DirectionCheck]) -> str:
+    """Only resolved directions vote: any resolved disagreement is a disagreement; agreement needs at least one
+    resolved direction; none resolved is no verdict."""
+    if any(c.status == "disagree" for c in checks):
+        return "disagree"
+    return "agree" if any(c.status == "agree" for c in checks) else "inconclusive"
+
+
+def _ratios(report: FDReport, checks: list[DirectionCheck]) -> None:
+    ratios = [c.ratio for c in checks if c.ratio is not None and np.isfinite(c.ratio)]
+    if ratios:
+        mean = float(np.mean(ratios))
+        report.ratio_mean = mean
+        report.ratio_spread = float((max(ratios) - min(ratios)) / max(abs(mean), 1e-300))
+
+
+def _converged(sweep: list[SweepPoint]) -> tuple[float, int] | None:
+    """(|FD difference|, index of the larger step) of the neighbouring resolvable steps FD converges at: the
+    closest pair, if it agrees within 5% of FD (or the pair's rounding); None when the sweep does not converge.
+    Judged on FD's own values, never on AD's: a huge AD·v (chaos, an exploding adjoint) must not make a
+    wandering FD look settled."""
+    pairs = [(abs(a.fd - b.fd), i, a, b) for i, (a, b) in enumerate(itertools.pairwise(sweep))
+             if _resolvable(a) and _resolvable(b)]
+    if not pairs:
+        return None
+    d_min, i_min, a, b = min(pairs, key=lambda x: (x[0], x[1]))
+    if d_min <= 0.05 * max(abs(a.fd), abs(b.fd)) + 3 * max(a.rounding_band, b.rounding_band):
+        return d_min, i_min
+    return None
 
 
 def _resolvable(s: SweepPoint) -> bool:
@@ -560,22 +694,66 @@ def classify(report: FDReport, *, grads: list[np.ndarray], backward_calls: int,
     n_entries = sum(g.size for g in grads)
     if report.ratio_mean is not None and report.ratio_spread is not None and report.ratio_spread < 5e-3 and len(
             [c for c in report.directions if c.ratio is not None]) >= 2 and (
-            n_entries > len(report.directions) or _small_factor(report.ratio_mean)):
-        # With no more entries than directions any gradient is "proportional": only a small clean factor
-        # (-1, 2, 1/2, ... 16) then says something (a sign, a double accumulation). Otherwise the factor must
-        # be clean too (an integer or 1/integer): a partial cut can look proportional at 0.978.
+            n_entries >= 2 or _small_factor(report.ratio_mean)):
+        # A single entry is "proportional" whatever its error: only a small clean factor (-1, 2, 1/2, ... 16)
+        # then says something (a sign, a double accumulation). From two entries on, a ratio constant over
+        # independent directions pins AD = c·FD (a generic wrong gradient is not parallel to the true one), so
+        # any clean factor counts, N of a mean seeded by hand included, however many directions were drawn.
+        # The factor must be clean (an integer or 1/integer): a partial cut can look proportional at 0.978.
         f = _snap(report.ratio_mean)
         clean = f != report.ratio_mean or float(f).is_integer()
         if f != 1.0 and clean:
             return Signature.EXACT_FACTOR, f, (f"AD/FD = {report.ratio_mean:.6g} in every direction (spread "
                                                f"{report.ratio_spread:.2%})")
-    if report.elements:
-        bad = [e for e in report.elements if not e.agree]
-        if bad and len(bad) <= 0.25 * len(report.elements):
-            return Signature.SPARSE_SUBSET, None, (f"{len(bad)} of {len(report.elements)} checked elements "
-                                                   "disagree; the rest match: a data-dependent subset (non-smooth "
-                                                   "choice or a localized bug)")
+    lanes = _wrong_lanes(report.elements)
+    if lanes:
+        return Signature.SUBTLY_WRONG, None, lanes
+    subset = _wrong_subset(report.elements)
+    if subset:
+        return Signature.SPARSE_SUBSET, None, subset
     return Signature.SUBTLY_WRONG, None, "AD and FD disagree beyond the noise band with no constant ratio"
+
+
+def _wrong_lanes(elements: list[ElementCheck]) -> str | None:
+    """The entries that disagree are exactly whole lanes of a vector-typed parameter (every checked entry of
+    lane 2 wrong, every other right): a structural error in that component's formula, not a data-dependent
+    subset, so it stays `subtly_wrong`, with the lanes named (None when the pattern is anything else)."""
+    resolved = [e for e in elements if e.status != "unresolved" and len(e.index) >= 2]
+    if len(resolved) < len(elements) or not resolved:
+        return None
+    bad_lanes = {(e.param, e.index[-1]) for e in resolved if e.status == "disagree"}
+    if not bad_lanes or any(((e.param, e.index[-1]) in bad_lanes) != (e.status == "disagree") for e in resolved):
+        return None
+    named = ", ".join(f"lane {j} of {name}" for name, j in sorted(bad_lanes))
+    return (f"AD and FD disagree with no constant ratio, in {named} only: every checked entry of it disagrees and "
+            "every other entry matches, so the formula of that vector component (or its adjoint) is wrong")
+
+
+def _wrong_subset(elements: list[ElementCheck]) -> str | None:
+    """The entry-by-entry comparison says a subset is wrong (None otherwise): some resolved entries disagree
+    while most of the uniformly drawn ones (every entry, for a small parameter) match FD; when nearly every
+    drawn entry disagrees, the whole gradient is wrong, not a subset."""
+    resolved = [e for e in elements if e.status != "unresolved"]
+    bad = [e for e in resolved if e.status == "disagree"]
+    drawn = [e for e in resolved if e.pick in ("all", "random")]
+    good = sum(e.status == "agree" for e in drawn)
+    if not bad or good < 2 or good < 0.5 * len(drawn):
+        return None
+    # "Exactly right" and "wrong" must be two separate groups: an error that grows smoothly across the entries
+    # (a reused buffer: 0.4%, 2%, 5%) only crosses the band somewhere and is wrong everywhere, not on a subset.
+    worst_good = max(_rel_err(e) for e in resolved if e.status == "agree")
+    if 10 * worst_good > min(_rel_err(e) for e in bad):
+        return None
+    shown = ", ".join(f"{e.param}{e.index} (AD {e.ad:.3g}, FD {e.fd:.3g})" for e in bad[:4])
+    zeros = sum(e.ad == 0.0 for e in bad)
+    return (f"{len(bad)} of {len(resolved)} entries compared one by one disagree ({shown}{', ...' if len(bad) > 4 else ''})"
+            f"; {good} of {len(drawn)} drawn at random match FD: the gradient is wrong on a subset of entries"
+            f"{f' ({zeros} of them exactly zero)' if zeros else ''} (a clamp, mask or branch that drops their adjoint, "
+            "a counter or index that skips them in the backward, an in-place write at those entries)")
+
+
+def _rel_err(e: ElementCheck) -> float:
+    return abs(e.ad - e.fd) / max(abs(e.ad), abs(e.fd), 1e-300)
 
 
 def _small_factor(x: float) -> bool:

@@ -161,6 +161,11 @@ class GradcheckResult(BaseModel):
     rerun_mismatch: bool = Field(False, description="An unperturbed rerun failed or differed from the first run at "
                                  "all (`nondeterministic`: beyond the tolerance), here or at the other iteration.")
     fd_unresolvable: bool = Field(False, description="The objective's float rounding swamps its change at every step.")
+    fd_unconverged: bool = Field(False, description="The FD step sweep does not converge (chaos, a long horizon, "
+                                 "kinks): FD has no value to compare AD with, so the check gives no verdict.")
+    next_steps: list[str] = Field(default_factory=list, description="Concrete checks that can resolve a verdict this "
+                                  "one could not give (a shorter horizon, a float64 reference), each runnable as "
+                                  "written.")
     perturbation_unreached: bool = Field(False, description="The objective never moved under any perturbation.")
     stale_read: bool = Field(False, description="An update applies a gradient read before this iteration's backward.")
     printed_vs_seeded: PrintedRelation = Field("not_printed", description="How the loss the script prints relates "
@@ -687,9 +692,14 @@ def _combine(later: GradcheckResult, first: GradcheckResult) -> GradcheckResult:
     lead.evaluations_from_hub = later.evaluations_from_hub + first.evaluations_from_hub
     lead.harness, lead.harness_id = later.harness, later.harness_id
     verdict = {True: "passed", False: "failed", None: "no verdict"}
+    # What the other iteration measured travels with its verdict: a reason for no verdict, the pattern of a
+    # failure (which entries or lanes), since the lead may have checked too little to show it.
+    said = other.reason if other.passed is None else (other.explanation if other.elements else "")
     lead.notes.append(f"iteration {other.iteration} {verdict[other.passed]} ({other.signature}"
-                      f"{': ' + other.reason if other.passed is None and other.reason else ''})")
+                      f"{': ' + said if said else ''})")
     lead.rerun_mismatch = lead.rerun_mismatch or other.rerun_mismatch
+    if lead.passed is None and not lead.next_steps:
+        lead.next_steps = list(other.next_steps)
     for n in other.notes:
         if n not in lead.notes:
             lead.notes.append(n)
@@ -752,6 +762,9 @@ def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], 
     res.ok = True
     res.sweep, res.directions, res.elements = report.sweep, report.directions, report.elements
     res.fd_unresolvable, res.perturbation_unreached = report.unresolvable, report.unreached
+    res.fd_unconverged = report.unconverged
+    if report.unconverged and not override:
+        res.next_steps = _unconverged_next_steps(res)
     res.eps, res.noise_band = report.step, report.noise_band
     res.ratio_mean, res.ratio_spread = report.ratio_mean, report.ratio_spread
     res.evaluations = max(res.evaluations, report.evaluations)
@@ -787,6 +800,24 @@ def _finish(res: GradcheckResult, report: fd.FDReport, fparams: list[fd.Param], 
             pc.max_rel_err = abs(c.ad - c.fd) / max(abs(c.fd), 1e-30)
     res.wall_s = round(time.monotonic() - t0, 3)
     return res
+
+
+def _unconverged_next_steps(res: GradcheckResult) -> list[str]:
+    """What can resolve a check whose FD sweep did not converge: FD converges over a horizon short enough for
+    nearby trajectories to stay close, and in float64, where steps far below float32's rounding resolve."""
+    shorter = (f"shorter horizon: `warpgrad tool bisect --script {res.script}` (the `bisect` tool) checks AD "
+               "against FD at shorter horizons through the script's step-count knob; a horizon where FD converges "
+               "gives a verdict FD can back") if res.script and not res.probe else (
+        "shorter horizon: let the probe simulate fewer steps (its step-count knob) and check again; a horizon "
+        "where FD converges gives a verdict FD can back")
+    return [
+        shorter,
+        "float64 reference: run the forward in float64 (wp.float64 arrays and kernels) and check again; FD then "
+        "resolves steps far below float32's rounding, and a float64 gradient that matches it is the reference "
+        "for the float32 one",
+        "kinks (contacts, min/max, wp.where): rerun with `--elements 32` to compare single entries, where a kink "
+        "shows as a few mismatching entries and a wrong gradient as many",
+    ]
 
 
 # ------------------------------------------------------------------------------------------ probe

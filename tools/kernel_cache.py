@@ -17,6 +17,9 @@ report the numbers a planted object computes. So:
 - Every cache is seeded with the user's compiled modules as links, file by file, into folders of its own:
   a module the user already compiled loads at once; one Warp must compile lands beside the links.
 
+Runs forked from a warm worker share one sandbox, so they write neither: each gets a cache of its own in
+its temp dir, seeded from the user's and from its code's (`worker._own_kernel_cache`).
+
 The root is `WARPGRAD_KERNEL_CACHE`, else `warpgrad/kernels` under the user's cache dir; it keeps the
 `KEEP` most recently used caches. Without bwrap (the fallback) none of this holds against a hostile
 script: it can write the user's cache and every private one directly.

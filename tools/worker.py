@@ -176,7 +176,7 @@ class WorkerPool:
              sandbox: SandboxPolicy) -> ProcessResult | None:
         env, sandbox = _own_kernel_cache(env, sandbox)
         key = self._key(env, sandbox)
-        if key is None or memory_mb != key.memory_mb or not self._writable(sandbox, env):
+        if key is None or memory_mb is None or memory_mb > key.memory_mb or not self._writable(sandbox, env):
             return None
         for _ in range(2):
             if not self._ready(key, env, sandbox):

@@ -103,7 +103,7 @@ def test_a_run_that_overwrites_cached_kernels_changes_nothing_a_later_run_loads(
 
     first = run_script(RunScriptArgs(script="train.py", record=False), ws)
     assert first.ok and EXPECTED in first.stdout_tail, first.error
-    train_key = code_key(ws, [("train.py", [])])
+    train_key = code_key(ws, [("train.py", [])], cache)
     ours = _tree(private / train_key)
     attack = run_script(RunScriptArgs(script="attack.py", args=[str(cache), str(private)], record=False), ws)
     assert attack.ok, attack.error
@@ -124,6 +124,7 @@ def test_the_private_cache_is_per_version_of_the_code_and_seeded_with_links_in_f
     assert key == code_key(ws, [("train.py", [])])  # the same code, however the script is named
     assert code_key(ws, [("train.py", ["--fast"])]) != key
     assert code_key(ws, [("lib.py", [])]) != key
+    assert code_key(ws, [("train.py", [])], tmp_path / "another-user-cache") != key
     (ws / "lib.py").write_text("X = 2\n", encoding="utf-8")  # a patch: a cache of its own
     assert code_key(ws, [("train.py", [])]) != key
     assert private_root({"WARPGRAD_KERNEL_CACHE": str(tmp_path / "p")}) == tmp_path / "p"

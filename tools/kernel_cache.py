@@ -52,10 +52,12 @@ def private_root(env: Mapping[str, str]) -> Path:
     return Path(base).expanduser() / "warpgrad" / "kernels"
 
 
-def code_key(workspace: Path, starts: Iterable[tuple[str | None, list[str]]]) -> str | None:
-    """sha256 of the workspace's `.py` files (path and content) and of the (script, args) the run starts; None
-    when the workspace holds more Python than MAX_FILES / MAX_BYTES (then nothing is shared)."""
-    h = hashlib.sha256()
+def code_key(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], seeded_from: Path | None = None
+             ) -> str | None:
+    """sha256 of the workspace's `.py` files (path and content), of the (script, args) the run starts and of the
+    user cache the private one is seeded from (another user cache, another private one); None when the
+    workspace holds more Python than MAX_FILES / MAX_BYTES (then nothing is shared)."""
+    h = hashlib.sha256(f"{seeded_from.resolve() if seeded_from is not None else ''}\0".encode())
     files, size = 0, 0
     for dirpath, dirs, names in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
@@ -109,7 +111,7 @@ def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], u
               env: Mapping[str, str]) -> Path:
     """The kernel cache a run writes (its `WARP_CACHE_PATH`): the private one of its code, seeded from
     `user_cache`; a folder of `run_tmp` when the code is too large to key."""
-    key = code_key(Path(workspace), starts)
+    key = code_key(Path(workspace), starts, user_cache)
     if key is None:
         cache = Path(run_tmp) / RUN_CACHE_DIR
     else:

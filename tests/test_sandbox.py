@@ -385,3 +385,15 @@ def _running_in(where: Path) -> list[int]:
         except OSError:
             pass
     return found
+
+
+def test_a_state_folder_that_is_a_link_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / ".warpgrad").symlink_to(outside)
+    r = _run(ws, "open('ran.txt', 'w').write('x')\n")
+    assert not r.ok and ".warpgrad" in r.error.message and "link" in r.error.message, r.error
+    assert not (ws / "ran.txt").exists() and list(outside.iterdir()) == []

@@ -103,7 +103,7 @@ def test_a_run_that_overwrites_cached_kernels_changes_nothing_a_later_run_loads(
 
     first = run_script(RunScriptArgs(script="train.py", record=False), ws)
     assert first.ok and EXPECTED in first.stdout_tail, first.error
-    train_key = code_key(ws, [("train.py", [])])
+    train_key = code_key(ws, [("train.py", [])], cache)
     ours = _tree(private / train_key)
     attack = run_script(RunScriptArgs(script="attack.py", args=[str(cache), str(private)], record=False), ws)
     assert attack.ok, attack.error
@@ -124,6 +124,7 @@ def test_the_private_cache_is_per_version_of_the_code_and_seeded_with_links_in_f
     assert key == code_key(ws, [("train.py", [])])  # the same code, however the script is named
     assert code_key(ws, [("train.py", ["--fast"])]) != key
     assert code_key(ws, [("lib.py", [])]) != key
+    assert code_key(ws, [("train.py", [])], tmp_path / "another-user-cache") != key
     (ws / "lib.py").write_text("X = 2\n", encoding="utf-8")  # a patch: a cache of its own
     assert code_key(ws, [("train.py", [])]) != key
     assert private_root({"WARPGRAD_KERNEL_CACHE": str(tmp_path / "p")}) == tmp_path / "p"
@@ -145,3 +146,27 @@ def test_the_private_cache_is_per_version_of_the_code_and_seeded_with_links_in_f
     assert seeded.is_dir() and not seeded.is_symlink()
     assert all(p.is_symlink() and p.resolve().parent == mod for p in seeded.iterdir())
     assert (seeded / "wp___main___abc1234.cpu1.o").read_bytes() == b"obj"
+
+
+def test_runs_forked_from_a_worker_cannot_plant_kernels_for_each_other(tmp_path, monkeypatch):
+    from warpgrad.tools import worker
+
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
+    ws.mkdir()
+    (ws / "train.py").write_text(TRAIN, encoding="utf-8")
+    (ws / "attack.py").write_text(ATTACK, encoding="utf-8")
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    monkeypatch.setenv("WARPGRAD_KERNEL_CACHE", str(private))
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        first = run_script(RunScriptArgs(script="train.py", record=False, device="cpu"), ws)
+        assert first.ok and EXPECTED in first.stdout_tail, first.error
+        # The attack knows where the worker's runs keep their caches: the scratch folder they all share.
+        attack = run_script(RunScriptArgs(script="attack.py", args=[str(cache), str(private), str(pool.scratch)],
+                                          record=False, device="cpu"), ws)
+        assert attack.ok, attack.error
+        later = run_script(RunScriptArgs(script="train.py", record=False, device="cpu"), ws)
+        assert later.ok and EXPECTED in later.stdout_tail, later.error
+        assert pool.served == 3

@@ -30,3 +30,15 @@ def test_a_line_built_to_backtrack_is_read_in_bounded_time():
 def test_loss_lines_with_spaces_brackets_and_units_still_parse():
     pts = parse_losses("it 3  loss (mse) :  [ 0.5\nepoch # 4 error=  2e-3")
     assert [(p.iteration, p.value) for p in pts] == [(3, 0.5), (4, 0.002)]
+
+
+def test_a_metric_regex_that_runs_out_of_time_reads_no_values_and_says_why():
+    import time
+
+    from warpgrad.tools.metric import MetricSpec
+
+    start = time.monotonic()
+    values, why = MetricSpec(regex="(a|aa)+$").scan("val aa\n" + ("a" * 40 + "b\n") * 5)
+    assert time.monotonic() - start < 10
+    # No values at all, not the ones before the timeout: a partial list could name a wrong "last" value.
+    assert values == [] and why and "backtracks" in why

@@ -131,11 +131,12 @@ def test_the_environment_is_an_allow_list():
     assert redact("value hunter22 here", ["hunter22"]) == "value [REDACTED] here"
 
 
-def test_under_bwrap_the_root_is_read_only_the_network_is_gone_and_the_kernel_cache_is_writable(tmp_path,
-                                                                                               monkeypatch):
+def test_under_bwrap_the_root_is_read_only_the_network_is_gone_and_only_its_own_kernel_cache_is_writable(
+        tmp_path, monkeypatch):
     _need_bwrap()
     monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
     cache = tmp_path / "cache"
+    cache.mkdir()
     monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
     outside = tmp_path.parent / f"outside-{tmp_path.name}"
     ws = tmp_path / "ws"
@@ -145,6 +146,7 @@ def test_under_bwrap_the_root_is_read_only_the_network_is_gone_and_the_kernel_ca
         "out = {}\n"
         f"for name, path in [('outside', {str(outside)!r}), ('etc', '/etc/wg-test'), "
         f"('cache', os.path.join({str(cache)!r}, 'probe')), ('ws', 'here.txt'), "
+        "('own_cache', os.path.join(os.environ['WARP_CACHE_PATH'], 'probe')), "
         "('tmp', os.path.join(tempfile.gettempdir(), 'x'))]:\n"
         "    try:\n"
         "        open(path, 'w').write('x')\n"
@@ -159,7 +161,8 @@ def test_under_bwrap_the_root_is_read_only_the_network_is_gone_and_the_kernel_ca
     assert r.ok, r.error
     out = json.loads(r.stdout_tail.strip().splitlines()[-1])
     assert out["outside"] == "Read-only file system" and out["etc"] == "Read-only file system"
-    assert out["cache"] == out["ws"] == out["tmp"] == "ok"
+    assert out["own_cache"] == out["ws"] == out["tmp"] == "ok"
+    assert out["cache"] == "Read-only file system"  # the user's: what a plain run of theirs loads
     assert out["ifaces"] == ["lo"]
     assert out["pid"] < 10  # a fresh PID namespace
     assert not outside.exists() and (ws / "here.txt").exists()
@@ -382,3 +385,15 @@ def _running_in(where: Path) -> list[int]:
         except OSError:
             pass
     return found
+
+
+def test_a_state_folder_that_is_a_link_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    _need_bwrap()
+    monkeypatch.setenv("WARPGRAD_SANDBOX", "bwrap")
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / ".warpgrad").symlink_to(outside)
+    r = _run(ws, "open('ran.txt', 'w').write('x')\n")
+    assert not r.ok and ".warpgrad" in r.error.message and "link" in r.error.message, r.error
+    assert not (ws / "ran.txt").exists() and list(outside.iterdir()) == []

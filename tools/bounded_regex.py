@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import regex
+
+if TYPE_CHECKING:  # the stubs name them in regex._main only
+    from regex._main import Match, Pattern
 
 MAX_LINE_CHARS = 2000  # a progress line is far shorter; past this only the start is read
 LINE_TIMEOUT_S = 0.25  # one line; a linear pattern needs microseconds
@@ -23,7 +27,7 @@ class RegexTimeout(Exception):
     """A pattern ran past its time budget on the text (it backtracks too much)."""
 
 
-def compile_pattern(pattern: str, flags: int = 0) -> regex.Pattern[str]:
+def compile_pattern(pattern: str, flags: int = 0) -> Pattern[str]:
     """`pattern` compiled by the `regex` engine in its `re`-compatible mode.
 
     Raises:
@@ -60,8 +64,8 @@ class Budget:
         return min(left, LINE_TIMEOUT_S)
 
 
-def search(rx: regex.Pattern[str], line: str, budget: Budget, pos: int = 0, endpos: int | None = None
-           ) -> regex.Match[str] | None:
+def search(rx: Pattern[str], line: str, budget: Budget, pos: int = 0, endpos: int | None = None
+           ) -> Match[str] | None:
     """`rx.search(line)` within the budget.
 
     Raises:
@@ -73,7 +77,7 @@ def search(rx: regex.Pattern[str], line: str, budget: Budget, pos: int = 0, endp
         raise RegexTimeout(f"the pattern /{rx.pattern}/ backtracks too much on: {line[:80]!r}...") from None
 
 
-def finditer(rx: regex.Pattern[str], text: str, budget: Budget) -> Iterator[regex.Match[str]]:
+def finditer(rx: Pattern[str], text: str, budget: Budget) -> Iterator[Match[str]]:
     """Every match of `rx` in `text`, line by line (lines capped), within the budget.
 
     Raises:

@@ -40,6 +40,7 @@ from .kernel_cache import run_cache
 from .sandbox import (
     Request,
     SandboxPolicy,
+    SandboxUnavailable,
     bwrap_argv,
     child_env,
     detect_isolation,
@@ -173,7 +174,11 @@ def run_process(
         if sandbox is not None:
             info = detect_isolation(isolation)
             if info.isolation == "bwrap":
-                launch, used = bwrap_argv(sandbox, launch, cwd=cwd, bwrap=info.bwrap_path or "bwrap"), "bwrap"
+                try:
+                    launch, used = bwrap_argv(sandbox, launch, cwd=cwd, bwrap=info.bwrap_path or "bwrap"), "bwrap"
+                except SandboxUnavailable as e:  # the workspace's .warpgrad is a link: nothing runs
+                    os.close(status_r)
+                    return ProcessResult(argv=shown, returncode=127, isolation="none", stderr_tail=f"not run: {e}")
             elif info.requested == "bwrap":
                 os.close(status_r)
                 return ProcessResult(argv=shown, returncode=127, isolation="none", stderr_tail=(

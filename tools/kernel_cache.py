@@ -17,6 +17,9 @@ report the numbers a planted object computes. So:
 - Every cache is seeded with the user's compiled modules as links, file by file, into folders of its own:
   a module the user already compiled loads at once; one Warp must compile lands beside the links.
 
+Runs forked from a warm worker share one sandbox, so they write neither: each gets a cache of its own in
+its temp dir, seeded from the user's and from its code's (`worker._own_kernel_cache`).
+
 The root is `WARPGRAD_KERNEL_CACHE`, else `warpgrad/kernels` under the user's cache dir; it keeps the
 `KEEP` most recently used caches. Without bwrap (the fallback) none of this holds against a hostile
 script: it can write the user's cache and every private one directly.
@@ -49,10 +52,12 @@ def private_root(env: Mapping[str, str]) -> Path:
     return Path(base).expanduser() / "warpgrad" / "kernels"
 
 
-def code_key(workspace: Path, starts: Iterable[tuple[str | None, list[str]]]) -> str | None:
-    """sha256 of the workspace's `.py` files (path and content) and of the (script, args) the run starts; None
-    when the workspace holds more Python than MAX_FILES / MAX_BYTES (then nothing is shared)."""
-    h = hashlib.sha256()
+def code_key(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], seeded_from: Path | None = None
+             ) -> str | None:
+    """sha256 of the workspace's `.py` files (path and content), of the (script, args) the run starts and of the
+    user cache the private one is seeded from (another user cache, another private one); None when the
+    workspace holds more Python than MAX_FILES / MAX_BYTES (then nothing is shared)."""
+    h = hashlib.sha256(f"{seeded_from.resolve() if seeded_from is not None else ''}\0".encode())
     files, size = 0, 0
     for dirpath, dirs, names in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
@@ -106,7 +111,7 @@ def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], u
               env: Mapping[str, str]) -> Path:
     """The kernel cache a run writes (its `WARP_CACHE_PATH`): the private one of its code, seeded from
     `user_cache`; a folder of `run_tmp` when the code is too large to key."""
-    key = code_key(Path(workspace), starts)
+    key = code_key(Path(workspace), starts, user_cache)
     if key is None:
         cache = Path(run_tmp) / RUN_CACHE_DIR
     else:

@@ -11,12 +11,15 @@ made before the metric was named).
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import regex
 from pydantic import BaseModel, Field, model_validator
 
 from .bounded_regex import Budget, RegexTimeout, compile_pattern, finditer
+
+if TYPE_CHECKING:  # the stubs name it in regex._main only
+    from regex._main import Pattern
 
 # The same number syntax the loss parser reads (signs, exponents, nan/inf).
 NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf|INF)"
@@ -56,7 +59,7 @@ class MetricSpec(BaseModel):
         how = f"closer to {self.target!r} is better" if self.direction == "closer" else f"{self.direction} is better"
         return f"{what} ({how})"
 
-    def pattern(self) -> regex.Pattern[str]:
+    def pattern(self) -> Pattern[str]:
         """The compiled pattern, by the `regex` engine: its matches over a script's output take a timeout."""
         if self.regex is not None:
             return compile_pattern(self.regex)

@@ -66,6 +66,7 @@ from .child_process import (
     harness_env,
     signal_name,
 )
+from .kernel_cache import RUN_CACHE_DIR, seed
 from .sandbox import (
     SandboxPolicy,
     bwrap_argv,
@@ -85,9 +86,28 @@ DEFAULT_IDLE_S = 600.0
 MAX_FAILED_WORKERS = 3
 MODULE = "warpgrad.tools.harness.worker"
 # Set per run, in the forked process; every other variable is read at boot and must match the worker's.
-# Not WARP_CACHE_PATH: it names the kernel cache of the code the run runs (`kernel_cache.py`); a worker serves
-# runs of one cache only, so a run never loads what a run of other code compiled.
-PER_RUN_ENV = frozenset({"WARPGRAD_RESULT", "TMPDIR", "CUDA_VISIBLE_DEVICES"})
+# WARP_CACHE_PATH: each forked run's own kernel cache (`_own_kernel_cache`).
+PER_RUN_ENV = frozenset({"WARPGRAD_RESULT", "TMPDIR", "CUDA_VISIBLE_DEVICES", "WARP_CACHE_PATH"})
+
+
+def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict[str, str], SandboxPolicy]:
+    """The run's environment and sandbox with a kernel cache of its own, in its temp dir.
+
+    Runs forked from one worker share its sandbox, so none may write a cache another run loads (the cache
+    of its code, `kernel_cache.py`, is bound only in a fresh run's sandbox). Each gets a private cache
+    seeded with links to the user's compiled modules and to those of its code's cache (read-only inside),
+    thrown away with its temp dir: a module neither holds compiles in every such run.
+    """
+    shared = warp_cache_dir(env)
+    tmp = env.get("TMPDIR")
+    if not tmp:
+        return env, sandbox
+    own = Path(tmp) / RUN_CACHE_DIR
+    own.mkdir(mode=0o700, exist_ok=True)
+    seed(own, warp_cache_dir(os.environ))
+    seed(own, shared)
+    writable = [d for d in sandbox.writable if Path(d).resolve() != shared.resolve()]
+    return {**env, "WARP_CACHE_PATH": str(own)}, sandbox.model_copy(update={"writable": writable})
 
 
 class WorkerKey(BaseModel):
@@ -154,8 +174,9 @@ class WorkerPool:
 
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
              sandbox: SandboxPolicy) -> ProcessResult | None:
+        env, sandbox = _own_kernel_cache(env, sandbox)
         key = self._key(env, sandbox)
-        if key is None or memory_mb != key.memory_mb or not self._writable(sandbox, env):
+        if key is None or memory_mb is None or memory_mb > key.memory_mb or not self._writable(sandbox, env):
             return None
         for _ in range(2):
             if not self._ready(key, env, sandbox):
@@ -196,14 +217,14 @@ class WorkerPool:
                          memory_mb=self.memory_mb)
 
     def _policy(self, workspace: Path, env: dict[str, str]) -> SandboxPolicy:
-        return SandboxPolicy(workspace=workspace, writable=[self.scratch, warp_cache_dir(env)], devices=gpu_devices(),
+        # Never a kernel cache: each run's own lies in its temp dir inside the scratch folder.
+        return SandboxPolicy(workspace=workspace, writable=[self.scratch], devices=gpu_devices(),
                              network=network_requested(), shm_bytes=self.memory_mb * 2**20,
                              read_only=[warp_cache_dir(os.environ)])
 
     def _writable(self, sandbox: SandboxPolicy, env: dict[str, str]) -> bool:
         """Every folder the run may write lies inside one the worker's sandbox binds."""
-        cache = warp_cache_dir(env).resolve()
-        roots = [Path(sandbox.workspace).resolve(), self.scratch.resolve(), cache]
+        roots = [Path(sandbox.workspace).resolve(), self.scratch.resolve()]
         return all(any(Path(d).resolve().is_relative_to(r) for r in roots) for d in sandbox.writable)
 
     def _ready(self, key: WorkerKey, env: dict[str, str], sandbox: SandboxPolicy) -> bool:
@@ -260,6 +281,7 @@ class WorkerPool:
                 launch, used = bwrap_argv(policy, launch, cwd=workspace, bwrap=info.bwrap_path or "bwrap"), "bwrap"
             boot_env = {k: v for k, v in env.items() if k not in ("WARPGRAD_RESULT",)}
             boot_env["TMPDIR"] = str(self.scratch)
+            boot_env["WARP_CACHE_PATH"] = str(self.scratch / "boot-kernels")  # the worker's own; runs re-point it
             warp_cache_dir(boot_env).mkdir(parents=True, exist_ok=True)
             with open(self.log_path, "ab") as log, adopt.launching() as launchers:
                 adopt.become_subreaper()
@@ -318,7 +340,8 @@ class WorkerPool:
             os.close(err_w)
         out, err = _Tail(TAIL_BYTES), _Tail(TAIL_BYTES)
         streams = [os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")]
-        readers = [threading.Thread(target=t.feed, args=(f,), daemon=True) for t, f in zip((out, err), streams)]
+        ended = threading.Event()
+        readers = [threading.Thread(target=t.feed, args=(f, ended), daemon=True) for t, f in zip((out, err), streams)]
         for r in readers:
             r.start()
         try:
@@ -329,6 +352,7 @@ class WorkerPool:
             done, timed_out = _await_done(s, start + timeout_s)
         finally:
             s.close()  # before the run ended: the worker kills it and everything it started
+            ended.set()
             for r in readers:
                 r.join(timeout=5)
             for f in streams:

@@ -113,7 +113,7 @@ def _run_path_code(*args: Any) -> Any:
 
 def install() -> None:
     """Hash what is compiled as it is read, from now on in this process and the ones forked from it."""
-    importlib.machinery.SourceFileLoader.get_code = _get_code  # type: ignore[method-assign]
+    importlib.machinery.SourceFileLoader.get_code = _get_code  # type: ignore[method-assign,assignment]
     if _runpy_get_code is not None:
         runpy._get_code_from_file = _run_path_code  # type: ignore[attr-defined]
 

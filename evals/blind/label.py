@@ -53,7 +53,9 @@ def _host(a) -> np.ndarray:
     """Float64 copy of a parameter's current contents (vector dtypes become a trailing axis)."""
     if isinstance(a, np.ndarray):
         return a.astype(np.float64)
-    return np.asarray(a.numpy(), dtype=np.float64)
+    # a copy: on the CPU a.numpy() is a view of the storage, and for float64 storage asarray would
+    # return that view itself, so the "baseline" would move with every perturbation
+    return np.array(a.numpy(), dtype=np.float64, copy=True)
 
 
 def _store(a, values: np.ndarray) -> None:

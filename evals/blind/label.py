@@ -235,10 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--verbose", action="store_true", help="print per-element AD and FD")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--suite", type=Path, default=None, help="another suite folder of the same layout (evals/blind3)")
+    ap.add_argument(
+        "--suite", type=Path, default=None, help="another suite folder of the same layout (evals/blind3)"
+    )
     a = ap.parse_args(argv)
     if a.suite is not None:
-        global SUITE
+        global SUITE  # noqa: PLW0603 -- every function reads SUITE; --suite repoints them all
         SUITE = a.suite.resolve()
     if a.all:
         cases = sorted(p.parent.name for p in (SUITE / "graders").glob("*/probe.py"))

@@ -282,7 +282,7 @@ def main(argv=None) -> int:
     p.add_argument("--suite", default=None, help="another suite folder of the same layout (evals/blind3)")
     args = p.parse_args(argv)
     if args.suite is not None:
-        global SUITE
+        global SUITE  # noqa: PLW0603 -- every function reads SUITE; --suite repoints them all
         SUITE = Path(args.suite).resolve()
     os.environ.setdefault("WARP_CACHE_PATH", "/tmp/warpcache-blind-b")
     if args.all:

@@ -3,7 +3,6 @@ error after 90 Verlet steps. The program runs in float64, so its own forward is 
 objective; grad() is the script's tape at iteration 0 (what the update applies).
 """
 
-import numpy as np
 import sim
 import train
 import warp as wp

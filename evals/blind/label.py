@@ -53,7 +53,9 @@ def _host(a) -> np.ndarray:
     """Float64 copy of a parameter's current contents (vector dtypes become a trailing axis)."""
     if isinstance(a, np.ndarray):
         return a.astype(np.float64)
-    return np.asarray(a.numpy(), dtype=np.float64)
+    # a copy: on the CPU a.numpy() is a view of the storage, and for float64 storage asarray would
+    # return that view itself, so the "baseline" would move with every perturbation
+    return np.array(a.numpy(), dtype=np.float64, copy=True)
 
 
 def _store(a, values: np.ndarray) -> None:
@@ -233,7 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--verbose", action="store_true", help="print per-element AD and FD")
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--suite", type=Path, default=None, help="another suite folder of the same layout (evals/blind3)"
+    )
     a = ap.parse_args(argv)
+    if a.suite is not None:
+        global SUITE  # noqa: PLW0603 -- every function reads SUITE; --suite repoints them all
+        SUITE = a.suite.resolve()
     if a.all:
         cases = sorted(p.parent.name for p in (SUITE / "graders").glob("*/probe.py"))
     elif a.case:
@@ -256,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                 str(a.directions),
                 "--seed",
                 str(a.seed),
+                "--suite",
+                str(SUITE),
             ] + (["--fixed"] if a.fixed else [])
             subprocess.run(cmd, check=False)
             continue

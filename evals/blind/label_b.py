@@ -279,7 +279,11 @@ def main(argv=None) -> int:
     p.add_argument("--max-elements", type=int, default=48)
     p.add_argument("--json", default=None, help="write the raw result here")
     p.add_argument("--quiet-elements", action="store_true")
+    p.add_argument("--suite", default=None, help="another suite folder of the same layout (evals/blind3)")
     args = p.parse_args(argv)
+    if args.suite is not None:
+        global SUITE  # noqa: PLW0603 -- every function reads SUITE; --suite repoints them all
+        SUITE = Path(args.suite).resolve()
     os.environ.setdefault("WARP_CACHE_PATH", "/tmp/warpcache-blind-b")
     if args.all:
         return _label_all()
@@ -301,6 +305,8 @@ def main(argv=None) -> int:
                 str(args.max_elements),
                 "--set",
                 f"{name}={value}",
+                "--suite",
+                str(SUITE),
             ]
             cmd += ["--fixed"] if args.fixed else []
             for s in args.set:

@@ -1,0 +1,3 @@
+from .network import TankChain
+
+__all__ = ["TankChain"]

@@ -1,0 +1,3 @@
+from .blades import RotorModel
+
+__all__ = ["RotorModel"]

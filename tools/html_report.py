@@ -245,7 +245,8 @@ def tape_views(tape: dict[str, Any]) -> tuple[list[LaunchView], int, list[Hazard
     if not tapes:
         return [], 0, hazards
     t = tapes[0]
-    failing = [c.get("index") for c in t.get("gradcheck") or [] if isinstance(c, dict) and c.get("status") == "fail"]
+    failing = [int(c["index"]) for c in t.get("gradcheck") or []
+               if isinstance(c, dict) and c.get("status") == "fail" and isinstance(c.get("index"), int)]
     first_failing = min(failing) if failing else None
     marks: dict[int, list[str]] = {}
     for h in tape.get("hazards") or []:

@@ -119,3 +119,16 @@ def test_a_ledger_written_before_the_binding_reads_and_is_marked_unbound(tmp_pat
     rec = led.append("run", {"after": "the upgrade"})  # new records are bound; the old ones stay marked
     check = led.verify()
     assert check.ok and rec.workspace == check.workspace_id and check.unbound == [r.seq for r in records]
+
+
+def test_evidence_from_records_written_before_the_binding_proves_no_outcome(tmp_path, monkeypatch):
+    """A signed old-format ledger verifies, but nothing ties it to this workspace (one copied from another
+    workspace reads the same): the gate names the unbound records it would have used and asks for new ones."""
+    fixture = Path(__file__).parent / "fixtures" / "ledger_v1"
+    shutil.copytree(fixture / "key", tmp_path / "key")
+    monkeypatch.setenv("WARPGRAD_KEY_DIR", str(tmp_path / "key"))
+    shutil.copytree(fixture / "ws", tmp_path / "ws")
+    gate = check_finish(tmp_path / "ws", "fixed")
+    assert gate.evidence.get("failing_check") == 0
+    assert any("G001" in m and "record(s) 0 were written before ledgers named their workspace" in m
+               for m in gate.missing), gate.missing

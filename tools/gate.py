@@ -918,6 +918,18 @@ def gather_plan(workspace: Path) -> GatherPlan | None:
     return plan if plan.tracker or plan.rerun else None
 
 
+def _unbound_evidence(evidence: dict[str, int], unbound: list[int]) -> list[str]:
+    """G001 for evidence written before ledgers named their workspace: such a record verifies, but nothing ties it
+    to this workspace (a signed old-format ledger copied from another workspace reads the same), so it cannot
+    prove an outcome here. The user's old history stays readable; the checks are rerun."""
+    stale = sorted(seq for seq in set(evidence.values()) if seq in set(unbound))
+    if not stale:
+        return []
+    return [tagged("G001", (f"evidence bound to this workspace: record(s) {', '.join(map(str, stale))} were written "
+                            "before ledgers named their workspace, so nothing shows they were made here; rerun the "
+                            "check and the runs (gradcheck, run_script) so the evidence is this workspace's own"))]
+
+
 def check_finish(workspace: Path, outcome: str, also: str | None = None) -> GateResult:
     """Decide whether the ledger of `workspace` proves `outcome`; list what is missing if not.
 
@@ -969,6 +981,7 @@ def check_finish(workspace: Path, outcome: str, also: str | None = None) -> Gate
             out.missing += second.missing
             out.evidence.update(second.evidence)
     missing += out.missing
+    missing += _unbound_evidence(out.evidence, check.unbound)
     return GateResult(outcome=outcome, accepted=not missing, missing=missing, evidence=out.evidence,
                       comparison=out.comparison, signed=check.signed, objective_shift=out.shift,
                       hyperparameter_changes=hyperparameter_changes(ev), workflow_seq=ev.workflow_seq)

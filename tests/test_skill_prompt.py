@@ -226,12 +226,13 @@ def test_the_skill_indexes_every_reference_with_what_it_covers_and_when_to_read_
     assert "custom-gradients.md" in method, "custom-gradients.md is reachable only from table cells"
 
 
-def test_the_method_is_the_short_path_diagnose_read_patch_recheck_rerun_finish():
+def test_the_method_is_the_short_path_diagnose_read_patch_recheck_finish():
     method = section(prompt.render_skill(), "## Method", "## Failure signatures")
     steps = re.findall(r"^(\d)\. \*\*(.+?)\*\*", method, flags=re.MULTILINE)
-    assert [n for n, _ in steps] == ["1", "2", "3", "4", "5", "6"]
+    assert [n for n, _ in steps] == ["1", "2", "3", "4", "5"]
     assert "`diagnose`" in steps[0][1] and "`finish`" in steps[-1][1]
-    assert "about eight calls" in method
+    assert "A right fix takes four calls" in flat(method)
+    assert "`finish` itself runs the overwrite tracker" in flat(method)
     assert "leads to verify, not verdicts" in flat(method)
     assert "FD check at the starting point can pass over a bug" in flat(method)
     # The probe shown is the short one the probe test runs through `warpgrad gradcheck --probe`.

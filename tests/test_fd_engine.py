@@ -36,7 +36,7 @@ def test_a_disagreement_that_is_fds_own_truncation_error_goes_away_at_a_smaller_
     assert not all(c.agree for c in checks)
     confirmed = engine._confirm(dirs, checks, 0.3)
     assert sum(c.agree for c in confirmed) > sum(c.agree for c in checks)
-    assert all(c.step == 0.03 for c, old in zip(confirmed, checks) if not old.agree and c.agree)
+    assert all(c.step in (0.03, 0.003) for c, old in zip(confirmed, checks) if not old.agree and c.agree)
 
 
 def test_a_wrong_gradient_stays_wrong_at_the_smaller_step():

@@ -21,10 +21,12 @@ def _consistent(c: fd.DirectionCheck) -> bool:
     """The status a direction shows follows from the numbers it shows beside it."""
     err, signal = abs(c.ad - c.fd), max(abs(c.ad), abs(c.fd))
     if c.status == "agree":
-        return err <= c.band and c.band < signal and c.rounding_band < 0.25 * signal and c.agree
+        return err <= c.band < 0.25 * signal and c.rounding_band < 0.25 * signal and c.agree
     if c.status == "disagree":
         return (err > c.band or not np.isfinite(c.ad)) and not c.agree
-    return (c.rounding_band >= 0.25 * signal or c.band >= signal) and not c.agree
+    # unresolved: rounding or the band swamps the signal, or FD kept moving down the steps it lists
+    moving = len(c.steps) >= 3 and c.ratio is None
+    return (c.rounding_band >= 0.25 * signal or c.band >= 0.25 * signal or moving) and not c.agree
 
 
 def test_a_direction_swamped_by_rounding_is_unresolved_never_agree():

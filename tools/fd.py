@@ -88,7 +88,8 @@ Pick = Literal["all", "random", "smallest", "largest"]
 class DirectionCheck(BaseModel):
     """One direction, judged on its own: `agree` means |ad - fd| <= band, `disagree` means it exceeds the band,
     `unresolved` means the objective's float rounding at this step is comparable to the signal (neither AD·v
-    nor FD·v rises clearly above `rounding_band`), so the direction says nothing and does not vote."""
+    nor FD·v rises clearly above `rounding_band`), or that the band is a quarter of the signal or more, or that
+    FD kept moving as the step shrank along this direction: it says nothing and does not vote."""
 
     direction: int
     scope: str = Field(description="'all' or the parameter name the direction is restricted to")
@@ -515,8 +516,8 @@ class FDEngine:
                          mag: float = 0.0, steps: list[SweepPoint] | None = None,
                          step: float | None = None) -> DirectionCheck:
         """Judge one direction at the current step: unresolved when the objective's rounding is comparable to
-        the signal, or when the band is as large as the signal (any AD inside it would "agree", 0 included);
-        otherwise agree exactly when |ad - fd| is within the band reported with it."""
+        the signal, or when an agreement would be within a band of a quarter of the signal or more (an AD 30% off
+        would "agree" too); otherwise agree exactly when |ad - fd| is within the band reported with it."""
         noise = rounding + truncation
         band = 3 * noise + REL_SLACK * max(abs(fd), abs(ad), mag)
         signal = max(abs(fd), abs(ad))
@@ -528,7 +529,9 @@ class FDEngine:
         elif abs(ad - fd) > band:
             status = "disagree"
         else:
-            status = "agree" if band < signal else "unresolved"
+            # A band of a quarter of the signal or more cannot tell AD from 1.3×AD: agreement within it is no
+            # evidence (the same bar as rounding's).
+            status = "agree" if band < 0.25 * signal else "unresolved"
         ratio = ad / fd if status != "unresolved" and abs(fd) > 3 * noise and fd != 0 else None
         t = self._step if step is None else step
         here = SweepPoint(step=t, fd=fd, ad=ad, rounding_band=rounding, magnitude=mag)

@@ -71,9 +71,9 @@ def test_a_cited_reference_section_can_be_read_from_the_installed_package():
 def test_the_wheel_ships_the_suite_without_its_graders():
     """The expected answers (graders/*/meta.json, probes, reference fixes) never ship: an agent with the package
     installed could otherwise read them. The cases and their fixtures do ship."""
-    from importlib import metadata
+    from test_pytest_plugin import installed_dist
 
-    installed = [str(f) for f in metadata.files("warpgrad") or []]
+    installed = [str(f) for f in installed_dist().files or []]
     assert any(f.startswith("warpgrad/evals/files/") for f in installed)
     assert "warpgrad/evals/evals.json" in installed
     suite = [f for f in installed if f.startswith("warpgrad/evals/")]

@@ -242,8 +242,16 @@ def test_a_script_outside_its_workspace_is_refused(tmp_path):
         check_script(tmp_path / "missing.py")
 
 
+def installed_dist() -> metadata.Distribution:
+    """The installed wheel's metadata (not the in-tree egg-info a source checkout's root also holds)."""
+    found = [d for d in metadata.distributions(name="warpgrad")
+             if any(str(f) == "warpgrad/__init__.py" for f in d.files or [])]
+    assert found, "warpgrad is not installed (pip install .)"
+    return found[0]
+
+
 def test_the_wheel_declares_the_plugin():
-    dist = metadata.distribution("warpgrad")
+    dist = installed_dist()
     eps = [ep for ep in dist.entry_points if ep.group == "pytest11"]
     assert [(ep.name, ep.value) for ep in eps] == [("warpgrad", "warpgrad.pytest_plugin")]
     assert Path(str(dist.locate_file("warpgrad/pytest_plugin.py"))).is_file()

@@ -8,5 +8,10 @@ os.environ.setdefault("WARP_CACHE_PATH", str(Path(tempfile.gettempdir()) / "warp
 # warpgrad's private kernel caches (one per version of the code a run starts) outside the user's home.
 os.environ.setdefault("WARPGRAD_KERNEL_CACHE", str(Path(tempfile.gettempdir()) / "warpgrad-test-private-kernels"))
 
+# Trusted mode for the suite's own programs: every run writes one shared kernel cache, so a module compiles once
+# per test session instead of once per run (`tools/kernel_cache.shared_cache`). The tests of the cache's
+# isolation (tests/test_kernel_cache.py, the bwrap test in tests/test_sandbox.py) unset it.
+os.environ.setdefault("WARPGRAD_SHARED_KERNEL_CACHE", str(Path(tempfile.gettempdir()) / "warpgrad-test-shared-kernels"))
+
 # The ledger signing key lives outside every workspace; tests use their own, never the user's real one.
 os.environ.setdefault("WARPGRAD_KEY_DIR", tempfile.mkdtemp(prefix="warpgrad-test-key-"))

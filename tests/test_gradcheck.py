@@ -51,7 +51,7 @@ def test_a_healthy_check_states_what_it_compared_and_its_evidence(tmp_path_facto
     assert "tape.backward(loss=loss)" in r.objective
     assert r.params[0].name == "v" and r.params[0].how == "SGD.step" and r.params[0].size == 8
     assert all(abs(c.ad - c.fd) <= 3 * c.band + 1e-4 * abs(c.fd) for c in r.directions)
-    assert r.evaluations <= 17
+    assert r.evaluations <= 18  # the sweep and three directions at the later iteration, three at the first
     assert r.files == {"train.py": r.files["train.py"]} and len(r.harness_id) == 64
 
 

@@ -67,6 +67,12 @@ print(sorted(set(hit.values())))
 """
 
 
+@pytest.fixture(autouse=True)
+def isolated_caches(monkeypatch):
+    """These tests are about the isolation that the suite's trusted shared cache turns off."""
+    monkeypatch.delenv("WARPGRAD_SHARED_KERNEL_CACHE", raising=False)
+
+
 def _need_bwrap() -> None:
     info = detect_isolation("auto")
     if info.isolation != "bwrap":

@@ -138,6 +138,7 @@ def test_under_bwrap_the_root_is_read_only_the_network_is_gone_and_only_its_own_
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    monkeypatch.delenv("WARPGRAD_SHARED_KERNEL_CACHE", raising=False)  # the isolation under test
     outside = tmp_path.parent / f"outside-{tmp_path.name}"
     ws = tmp_path / "ws"
     ws.mkdir()

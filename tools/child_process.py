@@ -36,7 +36,7 @@ from .harness.protocol import (
     SessionMode,
     harness_error,
 )
-from .kernel_cache import run_cache
+from .kernel_cache import run_cache, shared_cache
 from .sandbox import (
     Request,
     SandboxPolicy,
@@ -376,8 +376,8 @@ def run_harness(
         # or by a run of other code (`kernel_cache.py`).
         workspace = Path(session.workspace if session is not None else cwd)
         user_cache = warp_cache_dir(env)
-        cache = run_cache(workspace, [(c.script, c.args) for c in _sessions(config)], user_cache, Path(tmp),
-                          os.environ)
+        cache = shared_cache(os.environ) or run_cache(workspace, [(c.script, c.args) for c in _sessions(config)],
+                                                      user_cache, Path(tmp), os.environ)
         env["WARP_CACHE_PATH"] = str(cache)
         policy = SandboxPolicy(workspace=workspace, writable=[Path(tmp), cache, *_config_dirs(config)],
                                read_only=[user_cache],

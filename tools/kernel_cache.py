@@ -36,12 +36,26 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 ROOT_ENV = "WARPGRAD_KERNEL_CACHE"
+SHARED_ENV = "WARPGRAD_SHARED_KERNEL_CACHE"
 RUN_CACHE_DIR = "warp-kernels"
 MAX_FILES = 5000
 MAX_BYTES = 64 * 2**20
 KEEP = 32
 _BUILDING = re.compile(r"_p\d+_t\d+$")  # Warp's half-built folders: `<module>_p<pid>_t<thread>`
 _SKIP_DIRS = frozenset({"__pycache__", "site-packages", "dist-packages", "node_modules", "venv", ".venv"})
+
+
+def shared_cache(env: Mapping[str, str]) -> Path | None:
+    """Trusted mode (`WARPGRAD_SHARED_KERNEL_CACHE=DIR`): one cache every run writes and loads, fresh or forked
+    from a worker, so each module compiles once across all runs, as before the isolation above. It gives up
+    that isolation (a script can plant compiled code every later run loads), so it is for code you trust:
+    warpgrad's own test suite sets it; the kernel-cache tests unset it. None when not set."""
+    value = env.get(SHARED_ENV)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
 
 
 def private_root(env: Mapping[str, str]) -> Path:

@@ -66,7 +66,7 @@ from .child_process import (
     harness_env,
     signal_name,
 )
-from .kernel_cache import RUN_CACHE_DIR, seed
+from .kernel_cache import RUN_CACHE_DIR, seed, shared_cache
 from .sandbox import (
     SandboxPolicy,
     bwrap_argv,
@@ -98,6 +98,8 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
     seeded with links to the user's compiled modules and to those of its code's cache (read-only inside),
     thrown away with its temp dir: a module neither holds compiles in every such run.
     """
+    if shared_cache(os.environ) is not None:
+        return env, sandbox  # trusted mode: every run writes the one shared cache (bound in the worker's sandbox)
     shared = warp_cache_dir(env)
     tmp = env.get("TMPDIR")
     if not tmp:
@@ -217,14 +219,18 @@ class WorkerPool:
                          memory_mb=self.memory_mb)
 
     def _policy(self, workspace: Path, env: dict[str, str]) -> SandboxPolicy:
-        # Never a kernel cache: each run's own lies in its temp dir inside the scratch folder.
-        return SandboxPolicy(workspace=workspace, writable=[self.scratch], devices=gpu_devices(),
+        # Never a kernel cache (each run's own lies in its temp dir inside the scratch folder), but the one shared
+        # cache of trusted mode (`kernel_cache.shared_cache`).
+        shared = shared_cache(os.environ)
+        return SandboxPolicy(workspace=workspace, writable=[self.scratch, *([shared] if shared else [])],
+                             devices=gpu_devices(),
                              network=network_requested(), shm_bytes=self.memory_mb * 2**20,
                              read_only=[warp_cache_dir(os.environ)])
 
     def _writable(self, sandbox: SandboxPolicy, env: dict[str, str]) -> bool:
         """Every folder the run may write lies inside one the worker's sandbox binds."""
-        roots = [Path(sandbox.workspace).resolve(), self.scratch.resolve()]
+        shared = shared_cache(os.environ)
+        roots = [Path(sandbox.workspace).resolve(), self.scratch.resolve(), *([shared.resolve()] if shared else [])]
         return all(any(Path(d).resolve().is_relative_to(r) for r in roots) for d in sandbox.writable)
 
     def _ready(self, key: WorkerKey, env: dict[str, str], sandbox: SandboxPolicy) -> bool:

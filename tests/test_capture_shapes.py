@@ -27,7 +27,7 @@ def test_parameters_rebuilt_from_numpy_each_iteration_are_correct_and_checked_at
     r = _check(tmp_path, "rebuild_each_iter")
     assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.notes)
     assert r.iterations == [0, 1]
-    assert r.evaluations <= 17
+    assert r.evaluations <= 18  # the sweep and three directions at the later iteration, three at the first
 
 
 def test_a_rebuilt_parameter_with_another_bug_is_never_blamed_on_accumulation(tmp_path):

@@ -182,7 +182,7 @@ def test_the_report_renders_in_chromium_with_the_ledgers_numbers_and_no_network(
                 assert parser.fields[f"record {r['seq']}/loss {i}"] == json.dumps(v)
                 compared += 1
     assert compared >= 10
-    assert "FD check, record 0" in dom.stdout and "The ledger" in dom.stdout and "The tape" not in dom.stdout
+    assert "FD check, record " in dom.stdout and "The ledger" in dom.stdout and "The tape" not in dom.stdout
 
 
 @pytest.mark.warp

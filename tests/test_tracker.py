@@ -181,6 +181,7 @@ def test_iterations_stops_the_run_after_that_many_training_iterations(runs):
 @pytest.mark.warp
 def test_a_second_tracker_run_reuses_the_tracker_build_and_reports_the_same_overwrites(tmp_path, monkeypatch):
     monkeypatch.setenv("WARP_CACHE_PATH", str(tmp_path / "cache"))  # a cold cache: the first run must build
+    monkeypatch.setenv("WARPGRAD_SHARED_KERNEL_CACHE", str(tmp_path / "cache"))  # the suite's shared one is warm
     ws = tmp_path / "ws"
     ws.mkdir()
     _write(ws, "bug.py", True)
@@ -201,6 +202,7 @@ def test_a_taped_in_kernel_overwrite_is_reported_once_from_a_reused_build_too(tm
     from programs import HEADER
 
     monkeypatch.setenv("WARP_CACHE_PATH", str(tmp_path / "cache"))
+    monkeypatch.setenv("WARPGRAD_SHARED_KERNEL_CACHE", str(tmp_path / "cache"))
     body = """
 v = wp.array(init_v(), dtype=float, requires_grad=True)
 x = wp.zeros(N, dtype=float, requires_grad=True)

@@ -56,7 +56,7 @@ class _Arg:
 
 
 def _args(launch: warp_compat.KernelRecord) -> tuple[list[_Arg], list[_Arg]]:
-    labels = [arg.label for arg in launch.kernel.adj.args]
+    labels = warp_compat.kernel_arg_labels(launch.kernel)
     n_in = len(launch.inputs)
     ins = [_Arg(p, labels[p] if p < len(labels) else str(p), a) for p, a in enumerate(launch.inputs)
            if isinstance(a, wp.array) and a.requires_grad and a.grad is not None

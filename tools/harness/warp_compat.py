@@ -226,6 +226,13 @@ def kernel_source(kernel: Any) -> KernelSource:
                         getattr(kernel.func, "__globals__", {}))
 
 
+def init_kernel_cache(path: str) -> None:
+    """Point Warp's kernel cache at `path` in a running process (`warp._src.build.init_kernel_cache`)."""
+    from warp._src import build as warp_build
+
+    warp_build.init_kernel_cache(path)
+
+
 def kernel_arg_labels(kernel: Any) -> list[str]:
     """The kernel's argument names, in order (`kernel.adj.args[i].label`)."""
     return [a.label for a in kernel.adj.args]

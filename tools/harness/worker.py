@@ -204,9 +204,9 @@ def run_request(req: WorkerRequest, out_fd: int, err_fd: int) -> None:
         tempfile.tempdir = None  # TMPDIR is the run's own now
         if os.environ.get("WARP_CACHE_PATH"):
             # So is the kernel cache (`tools/worker.py`, `_own_kernel_cache`): what it compiles stays its own.
-            from warp._src import build as warp_build
+            from . import warp_compat
 
-            warp_build.init_kernel_cache(os.environ["WARP_CACHE_PATH"])
+            warp_compat.init_kernel_cache(os.environ["WARP_CACHE_PATH"])
         if req.memory_mb:
             cap = req.memory_mb * 2**20
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))

@@ -32,6 +32,8 @@ import hashlib
 import os
 import re
 import shutil
+import stat
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -41,6 +43,7 @@ RUN_CACHE_DIR = "warp-kernels"
 MAX_FILES = 5000
 MAX_BYTES = 64 * 2**20
 KEEP = 32
+GRACE_S = 6 * 3600.0  # a cache used this recently is kept whatever KEEP says (see `prune`)
 _BUILDING = re.compile(r"_p\d+_t\d+$")  # Warp's half-built folders: `<module>_p<pid>_t<thread>`
 _SKIP_DIRS = frozenset({"__pycache__", "site-packages", "dist-packages", "node_modules", "venv", ".venv"})
 
@@ -140,9 +143,21 @@ def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], u
     return cache
 
 
-def prune(root: Path, keep: int) -> None:
-    """Remove all but the `keep` most recently used caches under `root`."""
-    caches = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink()),
-                    key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in caches[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:
+    """Remove all but the `keep` most recently used caches under `root`, sparing any used in the last
+    `grace_s` seconds: a run only touches its cache when it starts, and a long run must not lose the cache it
+    is loading from. Runs prune concurrently (one per sandboxed run, two at once under `eval --jobs 2`), so a
+    cache another run removed between the listing and its `lstat` is simply gone, not an error."""
+    caches: list[tuple[float, Path]] = []
+    for p in root.iterdir():
+        try:
+            st = p.lstat()
+        except FileNotFoundError:
+            continue  # removed by a concurrent prune
+        if stat.S_ISDIR(st.st_mode):
+            caches.append((st.st_mtime, p))
+    caches.sort(key=lambda c: c[0], reverse=True)
+    now = time.time()
+    for mtime, old in caches[keep:]:
+        if now - mtime >= grace_s:
+            shutil.rmtree(old, ignore_errors=True)

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
+import traceback
 
 import click
 import typer
 from typer.core import TyperGroup
 
+# Exit statuses of `gradcheck` (and `diagnose`): 0 match, 1 wrong, 2 no verdict; 3 is warpgrad's own failure.
+INTERNAL_ERROR = 3
+
 app = typer.Typer(
     name="warpgrad",
+    pretty_exceptions_enable=False,  # an internal error is handled in `main` (exit INTERNAL_ERROR)
     help="Find and fix wrong gradients in NVIDIA Warp programs, with finite-difference evidence.",
     no_args_is_help=True,
     add_completion=False,
@@ -53,7 +59,6 @@ def command() -> TyperGroup:
 def _mcp_only() -> typer.Typer | None:
     """`warpgrad mcp ...` alone: a host spawns it for every session and waits for `initialize`, so it skips
     importing every other command's module (the registry, the gate, the evals) that the full tree needs."""
-    import sys
 
     if sys.argv[1:2] != ["mcp"]:
         return None
@@ -81,3 +86,11 @@ def main() -> None:
         raise SystemExit(e.exit_code) from None
     except click.exceptions.Abort:
         raise SystemExit(1) from None
+    except Exception:  # noqa: BLE001 - any failure of ours, reported as ours (exit 3)
+        # warpgrad itself failed. Python's default exit status 1 is `gradcheck`'s "gradients wrong", so a CI job
+        # gating on it would report a crash of ours as a bug in the user's code: exit INTERNAL_ERROR instead,
+        # with the traceback to report.
+        traceback.print_exc()
+        print(f"warpgrad: internal error (exit {INTERNAL_ERROR}); the traceback above is warpgrad's, not your "
+              "program's", file=sys.stderr)
+        raise SystemExit(INTERNAL_ERROR) from None

@@ -1,3 +1,7 @@
+from pathlib import Path
+
+import pytest
+
 from warpgrad.tools.losses import parse_losses, summarize
 
 
@@ -42,3 +46,43 @@ def test_a_metric_regex_that_runs_out_of_time_reads_no_values_and_says_why():
     assert time.monotonic() - start < 10
     # No values at all, not the ones before the timeout: a partial list could name a wrong "last" value.
     assert values == [] and why and "backtracks" in why
+
+
+def test_progress_under_a_name_of_its_own_is_read_when_no_loss_is_printed() -> None:
+    from warpgrad.tools.losses import parse_progress
+
+    text = "\n".join(f"iter {i:3d} | lr 0.01 | misfit = {2.0 / (i + 1):.4f} | grad_norm {i}.5 | t=0.{i}s"
+                     for i in range(5))
+    pts = parse_progress(text)
+    assert [(p.iteration, p.value) for p in pts] == [(i, round(2.0 / (i + 1), 4)) for i in range(5)]
+    # A line-leading counter counts as the iteration too.
+    pts = parse_progress("\n".join(f"[{i}/10] distance: {10 - i}.25" for i in range(1, 4)))
+    assert [(p.iteration, p.value) for p in pts] == [(1, 9.25), (2, 8.25), (3, 7.25)]
+
+
+def test_progress_needs_a_loss_word_or_a_name_on_enough_iteration_lines() -> None:
+    from warpgrad.tools.losses import MIN_PROGRESS_LINES, parse_progress
+
+    # A loss line wins over any other name.
+    assert [p.value for p in parse_progress("step 1 misfit 3.0 loss 0.5\nstep 2 misfit 2.0 loss 0.25")] == [0.5, 0.25]
+    # Too few iteration lines, or numbers on lines without an iteration: no guess.
+    few = "\n".join(f"iter {i} misfit {i}.5" for i in range(MIN_PROGRESS_LINES - 1))
+    assert parse_progress(few) == []
+    assert parse_progress("\n".join(f"misfit {i}.5" for i in range(6))) == []
+    # Only hyper-parameters and clocks on the iteration lines: no objective.
+    assert parse_progress("\n".join(f"epoch {i} lr 0.1 elapsed 1.{i}" for i in range(6))) == []
+
+
+@pytest.mark.warp
+def test_a_run_reads_the_trajectory_of_a_script_that_names_its_objective(tmp_path: Path) -> None:
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    (tmp_path / "train.py").write_text(
+        "x = 3.0\n"
+        "for it in range(6):\n"
+        "    x -= 0.1 * 2 * x\n"
+        "    print(f'iter {it:2d} | lr 0.1 | misfit {x * x:.6f}')\n")
+    res = run_script(RunScriptArgs(script="train.py", record=False), tmp_path)
+    assert res.ok, res.error
+    assert res.loss_trajectory == [round(9.0 * 0.64 ** (k + 1), 6) for k in range(6)]
+    assert res.trend == "improving"

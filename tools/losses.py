@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import regex
 from pydantic import BaseModel, WithJsonSchema
 
-from .bounded_regex import Budget, RegexTimeout, capped_lines, compile_pattern, search
+from .bounded_regex import Budget, RegexTimeout, capped_lines, compile_pattern, finditer, search
 
 # A float that may be NaN/inf in Python: JSON carries those as null, so the schema must say so, or a strict
 # client (an MCP client validating the result) rejects the whole result of the run that shows the divergence.
@@ -31,6 +31,13 @@ _LOSS = compile_pattern(rf"\b(?:loss|objective|cost|error|mse|l2)\b\s*(?:\([^)]*
 _ITER = compile_pattern(r"\b(?:iter(?:ation)?|it|step|epoch|episode|round|frame|opt(?:imization)?\s*step|i)\b\s*"
                         r"(?:[:=#]\s*)?\[?(\d+)", regex.IGNORECASE)
 _LEAD = compile_pattern(r"^\s*\[?(\d+)(?:\s*/\s*\d+)?\]?[\s:,|]")
+# `name = 1.5`, `name: 1.5`, `name 1.5` after a separator: the quantities a progress line reports.
+_NAMED = compile_pattern(rf"(?:^|[\s,|;(\[])([A-Za-z][A-Za-z0-9_.]*)\s*(?:[:=]\s*|\s)({_NUM})(?![\w.])")
+# Quantities that are not an objective: hyper-parameters, clocks, counters, gradient sizes.
+_NOT_OBJECTIVE = compile_pattern(r"(?:^|_)(?:lr|learning|rate|dt|time|elapsed|sec|ms|grad|norm|iter(?:ation)?|it|"
+                                 r"step|epoch|episode|round|frame|i|n|count|seed|eta|wall)(?:_|$)", regex.IGNORECASE)
+# A quantity counts as the progress the script reports when this many iteration lines name it.
+MIN_PROGRESS_LINES = 3
 
 
 class LossPoint(BaseModel):
@@ -57,6 +64,51 @@ def parse_losses(text: str) -> list[LossPoint]:
         if point is not None:
             points.append(point)
     return points
+
+
+def parse_progress(text: str) -> list[LossPoint]:
+    """`parse_losses`, else the one quantity a script reports on its progress lines under a name of its own
+    (`iter 3 | misfit 0.12`, `step 5: distance=1.2e-3`).
+
+    Many scripts name their objective for what it measures, not "loss". A name counts when at least
+    MIN_PROGRESS_LINES lines that carry an iteration number report it, and it is not a hyper-parameter, a clock,
+    a counter or a gradient size; of several, the one most lines name, then the first on its line. None
+    qualifies: no points (a guess at the objective is worse than none: the gate compares runs by it).
+    """
+    points = parse_losses(text)
+    if points:
+        return points
+    budget = Budget()
+    rows: list[tuple[int, int, dict[str, float]]] = []  # (line number, iteration, name -> value)
+    order: dict[str, int] = {}
+    try:
+        for n, line in capped_lines(text):
+            it = search(_ITER, line, budget) or search(_LEAD, line, budget)
+            if it is None:
+                continue
+            named: dict[str, float] = {}
+            for m in finditer(_NAMED, line, budget):
+                name = m.group(1).lower()
+                if search(_NOT_OBJECTIVE, name, budget) or name in named:
+                    continue
+                try:
+                    named[name] = float(m.group(2))
+                except ValueError:
+                    continue
+                order.setdefault(name, len(order))
+            if named:
+                rows.append((n, int(it.group(1)), named))
+    except RegexTimeout:
+        return []
+    counts: dict[str, int] = {}
+    for _, _, named in rows:
+        for name in named:
+            counts[name] = counts.get(name, 0) + 1
+    eligible = [name for name, c in counts.items() if c >= MIN_PROGRESS_LINES]
+    if not eligible:
+        return []
+    best = min(eligible, key=lambda name: (-counts[name], order[name]))
+    return [LossPoint(iteration=it, value=named[best], line=n) for n, it, named in rows if best in named]
 
 
 def _point(line: str, n: int, budget: Budget, index: int) -> LossPoint | None:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, model_validator
 from .child_process import DEFAULT_MEMORY_MB, ProcessResult, run_harness, strip_warp_chatter
 from .harness.protocol import HarnessResult, RunConfig
 from .ledger import Ledger
-from .losses import JsonFloat, LossPoint, parse_losses, summarize
+from .losses import JsonFloat, LossPoint, parse_progress, summarize
 from .metric import Direction, MetricSpec
 from .paths import rel_path, resolve_path
 from .registry import tool
@@ -111,7 +111,7 @@ def describe_run(proc: ProcessResult, data: HarnessResult | None, workspace: Pat
     metric_values, metric_error = metric.scan(stdout) if metric is not None else ([], None)
     stderr = strip_warp_chatter(proc.stderr_tail)
     error = _error_of(proc, data, stderr)
-    points = parse_losses(stdout)
+    points = parse_progress(stdout)
     summary = summarize(points)
     try:
         rel = rel_path(workspace, script)

@@ -47,7 +47,9 @@ def _phase(t, h, ambient, sun, steps):
         flux[:, :-1] += qy
         flux[:, 1:] -= qy
         d = t - ambient
-        t = t + dt * (flux + h + sun - np.float64(np.float32(0.4)) * d - np.float64(np.float32(0.05)) * d * np.abs(d))
+        t = t + dt * (
+            flux + h + sun - np.float64(np.float32(0.4)) * d - np.float64(np.float32(0.05)) * d * np.abs(d)
+        )
     return t
 
 

@@ -43,7 +43,10 @@ def loss():
     dt = np.float64(np.float32(hs.DT))
     r = np.float64(np.float32(roof.RADIUS))
     for _ in range(hs.STEPS):
-        f = np.array([0.0, -9.81]) - np.float64(np.float32(0.05)) * np.linalg.norm(v, axis=1, keepdims=True) * v
+        f = (
+            np.array([0.0, -9.81])
+            - np.float64(np.float32(0.05)) * np.linalg.norm(v, axis=1, keepdims=True) * v
+        )
         gap = x @ n - r
         fc = np.where(gap < 0.0, -4000.0 * gap - 20.0 * (v @ n), 0.0)
         f = f + fc[:, None] * n

@@ -69,7 +69,11 @@ def loss():
         rel = np.array([km.WIND, 0.0]) - v[-1]
         q = 0.5 * np.float64(np.float32(1.2)) * np.float64(np.float32(0.6)) * rel @ rel
         w = step * km.WINDOWS // km.STEPS
-        top = force[-1] + np.array([0.0, -9.81 * m[-1]]) + q * cl[w] * np.array([-rel[1], rel[0]]) / np.linalg.norm(rel)
+        top = (
+            force[-1]
+            + np.array([0.0, -9.81 * m[-1]])
+            + q * cl[w] * np.array([-rel[1], rel[0]]) / np.linalg.norm(rel)
+        )
         f[-1] = top + np.float64(np.float32(0.1)) * q * rel / np.linalg.norm(rel)
         vn = v + dt * f / m[:, None]
         vn[0] = v[0]

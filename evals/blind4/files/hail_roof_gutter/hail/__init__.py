@@ -1,0 +1,3 @@
+from .sim import STONES, HailSim
+
+__all__ = ["STONES", "HailSim"]

@@ -1,0 +1,3 @@
+from .model import SEGMENTS, Rope
+
+__all__ = ["SEGMENTS", "Rope"]

@@ -1,6 +1,6 @@
 """Benchmark: issue 22's determinism contract, the same program checked several times gives the same answer.
 
-Run: `python bench/bench_determinism.py [--suites evals evals/blind evals/blind3] [--cases ID ...] [--reps 3]
+Run: `python bench/bench_determinism.py [--suites evals evals/blind evals/blind3 evals/blind4] [--cases ID ...] [--reps 3]
 [--modes hub nohub] [--jobs 1] [--out bench/results/determinism.json]`
 
 Cases: every triggering case of each suite (`graders/<id>/meta.json`, its `entry`), or exactly `--cases`. Each
@@ -35,7 +35,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SUITES = [ROOT / "evals", ROOT / "evals" / "blind", ROOT / "evals" / "blind3"]
+DEFAULT_SUITES = [ROOT / "evals", ROOT / "evals" / "blind", ROOT / "evals" / "blind3", ROOT / "evals" / "blind4"]
 VERDICTS = {0: "correct", 1: "wrong", 2: "no_verdict"}
 NUM_REL = 1e-6  # slack on top of the reported noise band (float formatting of the JSON)
 OBJ_REL = 1e-5

@@ -176,3 +176,12 @@ def test_runs_forked_from_a_worker_cannot_plant_kernels_for_each_other(tmp_path,
         later = run_script(RunScriptArgs(script="train.py", record=False, device="cpu"), ws)
         assert later.ok and EXPECTED in later.stdout_tail, later.error
         assert pool.served == 3
+
+
+def test_the_trusted_shared_cache_is_off_unless_set_and_made_private_when_missing(tmp_path):
+    from warpgrad.tools.kernel_cache import SHARED_ENV, shared_cache
+
+    assert shared_cache({}) is None and shared_cache({SHARED_ENV: ""}) is None
+    target = tmp_path / "a" / "shared"
+    assert shared_cache({SHARED_ENV: str(target)}) == target and target.is_dir()
+    assert target.stat().st_mode & 0o777 == 0o700

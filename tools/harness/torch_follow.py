@@ -51,7 +51,9 @@ def _host(t: Any) -> np.ndarray:
 
 def _leaves(loss: Any) -> list[Any]:
     """The leaf tensors a loss was differentiated into (its graph's AccumulateGrad nodes)."""
-    out, seen, stack = [], set(), [getattr(loss, "grad_fn", None)]
+    out: list[Any] = []
+    seen: set[int] = set()
+    stack = [getattr(loss, "grad_fn", None)]
     while stack and len(seen) < _GRAPH_WALK_LIMIT:
         node = stack.pop()
         if node is None or id(node) in seen:
@@ -69,11 +71,17 @@ def _scalars(arr: Any) -> int:
     return int(_np(arr).size)
 
 
+def _shares_storage(arr: Any, t: Any) -> bool:
+    """A Warp array is a view of the torch tensor's memory (`wp.from_torch`, `wp.to_torch`), whole."""
+    return (t is not None and _scalars(arr) == int(t.numel()) and arr.device.is_cpu == (t.device.type == "cpu")
+            and int(arr.ptr or 0) == int(t.data_ptr()))
+
+
 def _same(arr: Any, t: Any) -> bool:
     """A Warp array and a torch tensor hold the same numbers: the same storage, or equal values."""
     if t is None or int(t.numel()) != _scalars(arr):
         return False
-    if arr.device.is_cpu == (t.device.type == "cpu") and int(arr.ptr or 0) == int(t.data_ptr()):
+    if _shares_storage(arr, t):
         return True
     a = _np(arr).astype(np.float64).ravel()
     return bool(np.array_equal(a, _host(t).ravel()))
@@ -93,7 +101,7 @@ class TorchFollow(hooks.Listener):
         hooks.add_listener(self)
 
     # ------------------------------------------------------------ installation (lazy)
-    def _maybe_install(self, *_: Any) -> None:
+    def _maybe_install(self) -> None:
         if not self.installed and "torch.optim.optimizer" in sys.modules:
             self.installed = True
             self._guarded(self._install)()
@@ -119,7 +127,21 @@ class TorchFollow(hooks.Listener):
 
         torch.autograd.backward = backward
 
-    before_launch = tape_enter = before_backward = grad_read = before_copy = _maybe_install
+    # Any Warp event may be the first after `import torch`: each one checks (a dict lookup until installed).
+    def before_launch(self, call: hooks.LaunchCall) -> None:
+        self._maybe_install()
+
+    def before_copy(self, call: hooks.CopyCall) -> None:
+        self._maybe_install()
+
+    def tape_enter(self, tape: Any) -> None:
+        self._maybe_install()
+
+    def before_backward(self, tape: Any, loss: Any, grads: Any) -> None:
+        self._maybe_install()
+
+    def grad_read(self, grad_array: Any, how: str) -> None:
+        self._maybe_install()
 
     def _guarded(self, fn: Any) -> Any:
         """Torch calls these, not `hooks._emit`: the same policy (our failure is recorded, never raised at the
@@ -182,10 +204,11 @@ class TorchFollow(hooks.Listener):
         rec = cap.iters.get(cap.it)
         owners = list(rec.owners.values()) if rec is not None else []
         for arr in [*owners, *cap.leaf_candidates.values(), *cap.grad_owner.values()]:
-            if isinstance(arr, wp.array) and _scalars(arr) == int(p.numel()) and arr.device.is_cpu == (
-                    p.device.type == "cpu") and int(arr.ptr or 0) == int(p.data_ptr()):
+            if isinstance(arr, wp.array) and _shares_storage(arr, p):
                 return arr
-        for oid, arr in (rec.owners.items() if rec is not None else ()):
+        if rec is None:
+            return None
+        for oid, arr in rec.owners.items():
             value = rec.params[oid]["value"]
             if value.size == int(p.numel()) and np.array_equal(value.ravel(), _host(p).ravel()):
                 return arr

@@ -1,7 +1,7 @@
 """Long commands show what they are doing and how far along on a terminal, and nothing elsewhere.
 
 Run in a real pseudo-terminal (Python's `pty`): `gradcheck` and `diagnose` name the FD evaluations done out of
-planned ("FD at iteration 1: 6/11 evaluations"), `eval` counts cases ("1/1"). With `--json`, or with output to
+planned ("FD at iteration 1: 6/11 evaluations"), `eval` counts cases from the start ("0/1", then "1/1"). With `--json`, or with output to
 a pipe, none of it appears (JSON stays parseable, CI logs stay clean).
 """
 
@@ -99,6 +99,7 @@ def test_eval_on_a_terminal_counts_the_cases_and_is_quiet_with_json(tmp_path, mo
     argv = _warpgrad("eval", "--suite", str(skill / "evals"), "--cases", "negative-plotting", "--jobs", "1")
     _, shown = _in_pty([*argv, "--out", str(tmp_path / "a")], tmp_path)
     assert "autopilot: negative-plotting" in shown and re.search(r"\b1/1\b", shown), shown[-3000:]
+    assert re.search(r"autopilot: 1 case, 1 at a time.*\b0/1\b", shown), shown[-3000:]  # the count from the start
     _, shown = _in_pty([*argv, "--out", str(tmp_path / "b"), "--json"], tmp_path)
     assert "autopilot: negative-plotting" not in shown and not re.search(r"\b1/1\b", shown)
     json.loads(shown[shown.index("{"):])

@@ -41,7 +41,16 @@ def test_a_warp_kernel_inside_an_autograd_function_is_checked_against_the_torch_
     r = _gradcheck(tmp_path, "function_mlp")
     assert r["passed"] is True and r["signature"] == "correct", r["reason"]
     assert r["printed_vs_seeded"] == "same"  # the objective differenced is the torch loss the script prints
+    assert "the objective is the torch loss" in r["objective"]
     assert "torch.optim.Adam.step applies it unchanged" in r["params"][0]["how"]
+
+
+@pytest.mark.warp
+def test_torch_gradient_assigned_to_the_output_grad_by_hand_is_followed_too(tmp_path):
+    # `ctx.y.grad = wp.from_torch(grad_y); ctx.tape.backward()`: no grads= argument, the same torch loss.
+    r = _gradcheck(tmp_path, "function_mlp", "--hand-seed")
+    assert r["passed"] is True and r["signature"] == "correct", r["reason"]
+    assert "the objective is the torch loss" in r["objective"] and r["printed_vs_seeded"] == "same"
 
 
 @pytest.mark.warp

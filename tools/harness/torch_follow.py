@@ -99,6 +99,9 @@ class TorchFollow(hooks.Listener):
         self.done: _TorchLoss | None = None  # the last one whose backward finished
         self.stepped: list[Any] = []  # Warp parameters the running torch.optim step updates
         hooks.add_listener(self)
+        # Capture asks `_seeded_value` what a backward differentiates; the torch loss answers first where it
+        # seeded the tape. Wrapped here, not edited there, so capture.py carries a one-line hook only.
+        capture._seeded_value = self._seeded_value(capture._seeded_value)  # type: ignore[method-assign]
 
     # ------------------------------------------------------------ installation (lazy)
     def _maybe_install(self) -> None:
@@ -173,6 +176,16 @@ class TorchFollow(hooks.Listener):
         if g is not None and not (isinstance(g, torch.Tensor) and float(g.detach().reshape(())) == 1.0):
             return None  # a weighted backward: the objective is not the tensor itself
         return _TorchLoss(float(t.detach().cpu().reshape(())), t)
+
+    def _seeded_value(self, seeded_value: Any) -> Any:
+        def seeded(written: list, loss: Any, grads: Any) -> tuple[float, list[str]]:
+            total, seeds = seeded_value(written, loss, grads)
+            if loss is not None or not seeds:
+                return total, seeds  # a Warp loss array is its own objective; no seed, nothing to follow
+            # `grads=` seeds, or seeds written into `.grad` by hand (only the running torch backward explains those).
+            return self.objective(dict(grads or {}), self.cap._last_boundary) or (total, seeds)
+
+        return seeded
 
     def objective(self, grads: dict, boundary: list) -> tuple[float, list[str]] | None:
         """The iteration's objective when a tape's `grads=` seeds come from a torch loss (see the module doc);

@@ -71,12 +71,15 @@ def check_script(script: str | Path, args: Sequence[str] = (), *, workspace: str
                                    directions=directions, timeout_s=timeout_s, record=record), ws)
 
 
-def _evidence_table(r: GradcheckResult) -> list[str]:
-    if not r.directions:
+def direction_rows(directions: Sequence[fd.DirectionCheck]) -> list[str]:
+    """The evidence table of a script check and of a function check, formatted in this one place: one row per
+    direction (its scope: all parameters, or one of them), AD·v, FD·v, the band they must agree within, and its
+    status (an unresolved direction does not vote: it is neither "agree" nor "DISAGREE")."""
+    if not directions:
         return []
-    rows = ["  direction    AD·v            FD·v            band        agree"]
-    rows += [f"  {d.direction:>2} {d.scope[:8]:<8} {d.ad:<+15.6e} {d.fd:<+15.6e} {d.band:<11.2e} {'yes' if d.agree else 'NO'}"
-             for d in r.directions]
+    rows = ["  direction     AD·v            FD·v            band        agree"]
+    rows += [f"  {d.direction:>2} {d.scope[:10]:<10} {d.ad:<+15.6e} {d.fd:<+15.6e} {d.band:<11.2e} "
+             f"{'DISAGREE' if d.status == 'disagree' else d.status}" for d in directions]
     return rows
 
 
@@ -104,7 +107,7 @@ def failure_message(r: GradcheckResult, top: str | None = None) -> str:
     lines = [head]
     if r.objective:
         lines.append(f"objective: {r.objective}; gradient: {r.gradient}; iterations checked: {r.iterations}")
-    lines += _evidence_table(r)
+    lines += direction_rows(r.directions)
     if top:
         lines.append(f"top hypothesis: {top}")
     return "\n".join(lines)
@@ -148,9 +151,7 @@ class FunctionCheck(BaseModel):
     def message(self) -> str:
         head = {True: "gradients agree with FD", False: f"gradients are WRONG: {self.signature}",
                 None: f"no verdict ({self.signature})"}[self.passed]
-        rows = [f"  {d.direction:>2} {d.scope[:10]:<10} AD·v {d.ad:+.6e}  FD·v {d.fd:+.6e}  band {d.band:.2e}  "
-                f"{'agree' if d.agree else 'DISAGREE'}" for d in self.directions + self.per_input]
-        return "\n".join([f"{head}: {self.explanation}", *rows])
+        return "\n".join([f"{head}: {self.explanation}", *direction_rows(self.directions + self.per_input)])
 
     def assert_correct(self) -> FunctionCheck:
         """Raise `GradientCheckFailed` unless AD matched FD."""

@@ -115,7 +115,11 @@ def _run_gradcheck(ws: Path, raw: dict[str, Any], as_json: bool) -> int:
         if as_json:
             r = gradcheck(args, ws)
         else:
-            with console.status("checking: capture run, then finite-difference runs of the script..."):
+            from ..tools import progress
+
+            # On a terminal only (console is stderr): each stage, and the FD evaluations done out of planned.
+            with console.status("checking: capture run, then finite-difference runs of the script...") as status, \
+                    progress.reporting(status.update if console.is_terminal else None):
                 r = gradcheck(args, ws)
     if as_json:
         print(r.model_dump_json(indent=2))

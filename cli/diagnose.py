@@ -130,6 +130,7 @@ def diagnose_cmd(
     # The stages fork their runs from one warm worker instead of booting Python and Warp for each.
     try:
         with warm_worker(ws, device):
+            from ..tools import progress
             from ..tools.diagnose import DiagnoseArgs, run_diagnose
 
             # Validated by the model: the CLI's plain strings (bisect, device) are checked against its Literals.
@@ -143,8 +144,16 @@ def diagnose_cmd(
                 labels = {"run": "running the script", "gradcheck": "FD check (capture and tape, then perturbed runs)",
                           "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
                           "rules": "quick-check rules", "bisect": "bisecting the horizon"}
-                with console.status("starting...") as status:
-                    r = run_diagnose(args, ws, progress=lambda s: status.update(f"{labels.get(s, s)}..."))
+                stage = ["starting"]
+
+                def staged(s: str) -> None:
+                    stage[0] = labels.get(s, s)
+                    status.update(f"{stage[0]}...")
+
+                # On a terminal only: the stage, and inside it how far along (FD evaluations done of planned).
+                with console.status("starting...") as status, progress.reporting(
+                        (lambda m: status.update(f"{stage[0]}: {m}")) if console.is_terminal else None):
+                    r = run_diagnose(args, ws, progress=staged)
     except (ToolError, ValidationError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from None

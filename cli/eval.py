@@ -38,8 +38,12 @@ def eval_cmd(
                 state = "crashed" if score.error else ("ran" if score.ran else "not run")
                 bar.update(task, completed=done, total=total, description=f"{agent}: {score.id} {state}")
 
+            def plan(total: int) -> None:
+                bar.update(task, completed=0, total=total, description=f"{agent}: {total} case{'s' * (total != 1)}, "
+                                                                    f"{min(jobs, total)} at a time")
+
             run = run_suite(suite or SUITE_DIR, agent, target, cases=cases, jobs=jobs, timeout_s=timeout, model=model,
-                            progress=advance)
+                            progress=advance, planned=plan)
     except (SuiteError, ValueError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from None

@@ -536,10 +536,13 @@ def _answers_section(run: EvalRun) -> list[str]:
 
 def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None = None, jobs: int = 2,
               timeout_s: float = 900.0, model: str | None = None,
-              progress: Callable[[int, int, CaseScore], None] | None = None) -> EvalRun:
+              progress: Callable[[int, int, CaseScore], None] | None = None,
+              planned: Callable[[int], None] | None = None) -> EvalRun:
     """Run `agent` over the suite's cases (`jobs` at a time, each in its own subprocess) and grade them.
 
-    `progress(done, total, score)` is called as each case finishes, in the order they finish."""
+    `planned(total)` is called once the cases to run are known, before the first starts (a terminal shows 0/N
+    from the start, not nothing until the first case ends); `progress(done, total, score)` as each case
+    finishes, in the order they finish."""
     suite = load_suite(Path(suite_dir).resolve())  # the per-case children run in `out`, not here
     ids = [str(c.id) for c in suite.cases]
     if cases:
@@ -548,6 +551,8 @@ def run_suite(suite_dir: Path, agent: str, out: Path, *, cases: list[str] | None
             raise ValueError(f"unknown case ids: {', '.join(unknown)}")
         ids = [i for i in ids if i in cases]
     out.mkdir(parents=True, exist_ok=True)
+    if planned is not None:
+        planned(len(ids))
     t = time.monotonic()
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         futures = [pool.submit(_child, suite.root, cid, agent, out, timeout_s, model) for cid in ids]

@@ -169,7 +169,7 @@ def test_an_evaluation_past_its_own_time_limit_is_killed_and_the_hub_serves_on(t
     first = hub.run([_evaluation(ws, 0, [], timeout_s=1.0)])
     second = hub.run([_evaluation(ws, 1, [], timeout_s=1.0)])
     outcome = hub.close()
-    assert first is not None and first[0].timed_out and first[0].wall_s < 10
+    assert first is not None and first[0].timed_out and first[0].wall_s < 25  # it sleeps 30 s: a hang-catcher
     assert second is not None and second[0].timed_out
     assert outcome is not None and outcome.result is not None and outcome.result.fd_serve is not None
     assert outcome.result.fd_serve.served == 2

@@ -223,3 +223,12 @@ def test_concurrent_prunes_do_not_fail_on_each_others_removals(tmp_path: Path) -
             t.join()
         assert errors == []
         assert list(tmp_path.iterdir()) == []
+
+
+def test_the_trusted_shared_cache_is_off_unless_set_and_made_private_when_missing(tmp_path):
+    from warpgrad.tools.kernel_cache import SHARED_ENV, shared_cache
+
+    assert shared_cache({}) is None and shared_cache({SHARED_ENV: ""}) is None
+    target = tmp_path / "a" / "shared"
+    assert shared_cache({SHARED_ENV: str(target)}) == target and target.is_dir()
+    assert target.stat().st_mode & 0o777 == 0o700

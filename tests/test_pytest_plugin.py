@@ -255,3 +255,23 @@ def test_the_wheel_declares_the_plugin():
     eps = [ep for ep in dist.entry_points if ep.group == "pytest11"]
     assert [(ep.name, ep.value) for ep in eps] == [("warpgrad", "warpgrad.pytest_plugin")]
     assert Path(str(dist.locate_file("warpgrad/pytest_plugin.py"))).is_file()
+
+
+def test_a_script_check_and_a_function_check_show_their_directions_in_the_same_rows():
+    from warpgrad.testing import FunctionCheck, direction_rows, failure_message
+    from warpgrad.tools import fd
+    from warpgrad.tools.gradcheck import GradcheckResult
+
+    dirs = [fd.DirectionCheck(direction=0, scope="all", step=1e-3, ad=1.0, fd=1.0, band=1e-3, agree=True),
+            fd.DirectionCheck(direction=1, scope="k", step=1e-3, ad=2.0, fd=1.0, band=1e-3, status="disagree",
+                              agree=False),
+            fd.DirectionCheck(direction=2, scope="all", step=1e-3, ad=2.0, fd=1.0, band=3.0, status="unresolved",
+                              agree=False)]
+    rows = direction_rows(dirs)
+    assert len(rows) == 4 and rows[1].endswith("agree") and rows[2].endswith("DISAGREE")
+    assert rows[3].endswith("unresolved")  # it does not vote: neither agree nor DISAGREE
+    script = failure_message(GradcheckResult(ok=True, passed=False, mode="capture", script="s.py", directions=dirs,
+                                             signature="subtly_wrong"))
+    function = FunctionCheck(passed=False, signature="subtly_wrong", explanation="x", inputs=["k"], directions=dirs,
+                             evaluations=8).message()
+    assert all(r in script.splitlines() and r in function.splitlines() for r in rows)

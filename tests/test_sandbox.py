@@ -69,7 +69,7 @@ def test_a_child_started_in_a_new_session_dies_with_the_run(tmp_path, isolation)
     r = _run(tmp_path, f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
              "print('started')\n", timeout_s=10)
     assert r.ok and "started" in r.stdout_tail
-    assert r.wall_s < 8, r.wall_s  # was 61 s: the detached sleep held the run open
+    assert r.wall_s < 45, r.wall_s  # was 61 s: the detached sleep held the run open (bench/bench_bounded.py)
     assert _alive(marker) == []
 
 
@@ -87,7 +87,7 @@ def test_a_double_fork_is_killed_at_the_timeout(tmp_path, isolation):
     t0 = time.monotonic()
     r = _run(tmp_path, body, timeout_s=2)
     assert r.timed_out and r.error.kind == "timeout"
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 45  # the fork sleeps 60 s: a hang-catcher
     assert _alive(marker) == []
 
 
@@ -95,7 +95,7 @@ def test_run_process_kills_detached_descendants_of_any_command(tmp_path):
     marker = "63.0789"
     script = f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
     r = run_process([sys.executable, "-c", script], cwd=tmp_path, timeout_s=10)
-    assert r.ok and r.isolation == "subreaper" and r.wall_s < 8
+    assert r.ok and r.isolation == "subreaper" and r.wall_s < 45  # the sleep is 63 s: a hang-catcher
     assert _alive(marker) == []
 
 
@@ -369,7 +369,7 @@ def test_without_bwrap_a_script_that_kills_its_launcher_leaves_nothing_running(t
     )
     start = time.monotonic()
     r = _run(tmp_path, body, timeout_s=8)
-    assert time.monotonic() - start < 8 + 6, r.wall_s  # no wait on a pipe an escaped process holds
+    assert time.monotonic() - start < 8 + 25, r.wall_s  # no wait on a pipe an escaped process holds (40 s)
     assert not r.ok and "killing" in r.stdout_tail
     time.sleep(0.2)
     assert _alive(marker) == [] and _alive(script_marker) == []

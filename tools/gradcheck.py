@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from . import fd
+from . import fd, progress
 from .child_process import (
     HarnessOutcome,
     ProcessResult,
@@ -466,6 +466,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
     try:
         base = CaptureConfig(workspace=str(workspace), script=str(script), args=list(args.args), device=args.device,
                              seed=args.seed, outdir=str(tmp))
+        progress.say(f"capture run: {rel} with hooks on Warp, to the checked iteration")
         run, data, cap = _capture(args, workspace, script, base, res, rider)
         res.device, res.warp_version, res.files = _run_facts(data)
         if run.error is not None:
@@ -576,8 +577,12 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         return _failed(res, "capture did not say which iteration it recorded (an internal error in warpgrad)")
     scale = factor if factor is not None else 1.0
     base: dict[str, fd.Evaluation] = {}
+    # Progress on a terminal: the sweep (two per step) and the other directions (two each), or two per direction.
+    planned, done = (2 * len(fd.STEPS) + 2 * (args.directions - 1) + baseline) if after is None else 6, [0]
 
     def evaluate(batch):
+        progress.fd_evaluations(iteration, done[0], planned, running=len(batch) + (baseline and "eval" not in base))
+        done[0] += len(batch) + (baseline and "eval" not in base)
         # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
         if baseline and "eval" not in base:
             evs = ev.evaluate(iteration, [{}, *batch])

@@ -57,7 +57,10 @@ def shared_cache(env: Mapping[str, str]) -> Path | None:
     if not value:
         return None
     path = Path(value).expanduser()
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Every run asks for it (a predicate too: "is trusted mode on?"): the folder is made when it is missing only,
+    # not with a mkdir per call.
+    if not path.is_dir():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 
 

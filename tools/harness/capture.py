@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import warp as wp
 
-from . import crosscheck, hooks, warp_compat
+from . import crosscheck, hooks, torch_follow, warp_compat
 from .capture_values import (  # name_of, frame_value, scalar_of are also capture's API to other listeners
     _np,
     _same_slot,
@@ -171,6 +171,7 @@ class CaptureListener(hooks.Listener):
         # An FD hub: forks its evaluations at the first use of any of these roles (`serve`).
         self.serving: ServeOptions | None = spec.serve if isinstance(spec, FdOptions) else None
         self.launching: hooks.LaunchCall | None = None  # the taped launch whose arguments are being noted
+        self.torch = torch_follow.TorchFollow(self)  # torch losses and torch.optim steps (torch_follow)
 
     # ---------------------------------------------------------------- iteration bookkeeping
     def _cur(self) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -57,6 +58,14 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from .main import Session
+
+
+def _digest(arr) -> bytes | None:
+    """A fingerprint of a CPU array's values: a later write through its numpy view shows as a new digest. None
+    off the CPU, where `.numpy()` is a copy and every write goes through a hooked call (assign, copy, launch)."""
+    if not (arr.device.is_cpu and arr.is_contiguous):
+        return None
+    return hashlib.blake2b(np.ascontiguousarray(_np(arr)).view(np.uint8), digest_size=16).digest()
 
 
 class RunListener(hooks.Listener):
@@ -155,7 +164,8 @@ class CaptureListener(hooks.Listener):
         self.grads_read: collections.deque[np.ndarray] = collections.deque(maxlen=64)
         self.updated = ArraySet()  # parameters written by an update since the iteration's backward
         self.capturing = False
-        self.loose: dict[int, tuple[str, Any]] = {}  # uses outside the tape since the last update or backward
+        # Uses outside the tape since the last update or backward: id -> (role, array, digest of its values then).
+        self.loose: dict[int, tuple[str, Any, bytes | None]] = {}
         self.untaped_occ: dict[str, int] = {}
         self.untaped_copy_occ = 0
         self.host_read_occ = 0
@@ -219,8 +229,7 @@ class CaptureListener(hooks.Listener):
             for arr, role in uses.items():
                 if arr not in rec.first_use:
                     rec.first_use[arr] = role
-                    loose = self.loose.get(id(arr))
-                    rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
+                    rec.perturb_at[arr] = self._perturb_point(role, arr)
 
     def _new_iteration(self) -> None:
         done = self.iters.get(self.it)
@@ -256,7 +265,18 @@ class CaptureListener(hooks.Listener):
             self._perturb_at(role, arr)
         seen = self.loose.get(id(arr))
         if seen is None or seen[1] is not arr:
-            self.loose[id(arr)] = (role, arr)
+            self.loose[id(arr)] = (role, arr, _digest(arr))
+
+    def _perturb_point(self, role: str, arr) -> str:
+        """Where FD perturbs `arr`, first used on the tape at `role`: at its earlier use outside the tape, unless
+        the host wrote it since (`p.assign(...)`, a write through its numpy view, an untaped kernel): the
+        perturbation must follow the write that sets this iteration's value, or the write erases it."""
+        loose = self.loose.get(id(arr))
+        if loose is None or loose[1] is not arr:
+            return role
+        if loose[2] is not None and loose[2] != _digest(arr):
+            return role
+        return loose[0]
 
     def _note_use(self, role: str, arr) -> None:
         if self.phase != "pending":
@@ -282,8 +302,7 @@ class CaptureListener(hooks.Listener):
             rec = self._iter(table, i)
             if rec is not None and arr not in rec.first_use:
                 rec.first_use[arr] = role
-                loose = self.loose.get(id(arr))
-                rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
+                rec.perturb_at[arr] = self._perturb_point(role, arr)
         if arr.grad is not None:
             self.grad_owner[id(arr.grad)] = arr
         if self.mode == "fd":
@@ -430,6 +449,10 @@ class CaptureListener(hooks.Listener):
                 self.untaped_copy_occ += 1
             if isinstance(call.dest, wp.array):
                 self._param_written(call.dest)  # p.assign(...) / wp.copy(p, ...) outside the tape
+                # Uses before the write saw the values it replaces: the perturbation goes after it.
+                seen = self.loose.get(id(call.dest))
+                if seen is not None and seen[1] is call.dest:
+                    del self.loose[id(call.dest)]
 
     def after_copy(self, call: hooks.CopyCall) -> None:
         if not call.in_backward and call.tape is None and isinstance(call.dest, wp.array):

@@ -7,6 +7,8 @@ program, or a named bug in a custom adjoint).
 """
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,38 @@ def test_a_parameter_written_on_the_host_before_its_use_is_perturbed_after_the_w
 def test_a_wrong_adjoint_behind_a_host_written_parameter_is_found(tmp_path, args):
     r = _check(tmp_path, "host_mirror_write", *args)
     assert r.passed is False and r.signature in ("sparse_subset", "subtly_wrong"), (r.signature, r.reason)
+
+
+def _printed(tmp_path: Path, *args: str) -> dict[int, float]:
+    """The loss the script itself prints for each update (a plain run, outside warpgrad)."""
+    out = subprocess.run([sys.executable, "train.py", *args], cwd=tmp_path, capture_output=True, text=True,
+                         check=True).stdout
+    return {int(ln.split()[1].rstrip(":")): float(ln.split()[-1]) for ln in out.splitlines() if ln.startswith("update")}
+
+
+def test_frames_summed_into_a_host_accumulator_are_one_update_checked_whole(tmp_path):
+    r = _check(tmp_path, "frames_grad_accum")
+    assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.notes)
+    assert r.backward_calls == 4  # every frame's backward belongs to the one update
+    assert r.objective_value == pytest.approx(_printed(tmp_path)[r.iteration], rel=1e-9)  # the sum, not a frame
+
+
+def test_frames_that_carry_state_across_tapes_are_truncation_never_correct(tmp_path):
+    r = _check(tmp_path, "frames_grad_accum", "--carry")
+    assert (r.passed, r.signature) == (False, "truncation"), (r.reason, r.notes)
+    assert r.objective_value == pytest.approx(_printed(tmp_path, "--carry")[r.iteration], rel=1e-9)
+
+
+def test_a_grad_summed_on_the_host_without_zeroing_is_the_sum_the_step_applies(tmp_path):
+    r = _check(tmp_path, "frames_grad_accum", "--no-zero")
+    assert r.passed is False, (r.signature, r.reason, r.notes)
+    assert any("not zeroed between the backward passes" in n for n in r.notes), r.notes
+
+
+@pytest.mark.parametrize("args", [("--adam",), ("--adam", "--no-zero")])
+def test_reads_the_update_cannot_be_tied_to_give_no_verdict_with_the_reason(tmp_path, args):
+    """Four reads feed one Adam step on the host: the step follows none of them, so which gradient it
+    applies is unknown. Never `correct` from one frame's read, never `wrong` from a guess."""
+    r = _check(tmp_path, "frames_grad_accum", *args)
+    assert (r.passed, r.signature) == (None, "inconclusive"), (r.signature, r.reason)
+    assert "applies is not known" in r.reason and "4 host reads" in " ".join(r.notes)

@@ -544,7 +544,12 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     res.iterations = [res.iteration] if res.iteration is not None else []
     roles = _perturbed_params(res, cap)
     params = [p for _, p in roles]
-    if not params:
+    untied = [p.name for p in params if p.untied]
+    if untied:
+        return _failed(res, f"the gradient the update of {', '.join(untied)} applies is not known: several host "
+                          "reads of its .grad feed the update and the parameter change follows none of them (nor "
+                          "their sum), so FD of the update's objective has nothing definite to compare with. Name "
+                          "the gradient with a probe file (params/loss/grad), or make the update a plain step")
         return _failed(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
                           "depend on them through the tape (gradient chain cut before the first kernel?)")
     _name_objective(args, res, cap, factor, params)

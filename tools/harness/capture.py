@@ -213,6 +213,7 @@ class CaptureListener(hooks.Listener):
         for oid, owner in rec.owners.items():
             snap = rec.params[oid]["value"]
             if snap.shape != _np(owner).shape or not np.array_equal(snap, _np(owner).astype(np.float64)):
+                self._crosscheck(rec, owner, owner)  # written in place (its numpy view): the step shows here
                 return True
         return not rec.owners  # nothing to compare: every consumption ends an iteration
 
@@ -662,9 +663,12 @@ class CaptureListener(hooks.Listener):
 
     def optimizer_step(self, opt, grads) -> None:
         params = list(getattr(opt, "params", None) or [])
+        rec = self.iters.get(self.it)
         for p, g in zip(params, list(grads or [])):
             if isinstance(p, wp.array) and isinstance(g, wp.array):
                 self._consume(p, g, f"{type(opt).__name__}.step")
+                if rec is not None and rec.owners.get(id(p)) is p:
+                    rec.params[id(p)]["optimizer"] = True  # the optimizer reads the buffer: no host choice
         if self.phase == "consuming":
             self.update_seen = True
             self.loose.clear()
@@ -818,6 +822,7 @@ class CaptureListener(hooks.Listener):
                 name=p["name"], role=role, how=p["how"], shape=p["shape"], dtype=p["dtype"],
                 numpy_shape=list(p["grad"].shape), grad_file=str(gpath), value_file=str(vpath),
                 requires_grad=p["requires_grad"], stale_read=bool(p.get("stale_read")), crosscheck=p.get("crosscheck"),
+                untied=bool(p.get("untied")),
             ))
         return CapturedIteration(
             iteration=rec.index,

@@ -73,3 +73,15 @@ def test_reads_the_update_cannot_be_tied_to_give_no_verdict_with_the_reason(tmp_
     r = _check(tmp_path, "frames_grad_accum", *args)
     assert (r.passed, r.signature) == (None, "inconclusive"), (r.signature, r.reason)
     assert "applies is not known" in r.reason and "4 host reads" in " ".join(r.notes)
+
+
+def test_a_hand_seed_of_ones_on_terms_reported_as_their_mean_is_an_exact_factor_at_both_iterations(tmp_path):
+    r = _check(tmp_path, "mean_seeded_grads_kwarg")
+    assert (r.passed, r.signature, r.factor) == (False, "exact_factor", 48.0), (r.reason, r.explanation)
+    assert r.iterations == [0, 1]
+    assert "iteration 1 failed (exact_factor)" in r.notes, r.notes  # the second iteration says the same
+
+
+def test_the_same_terms_seeded_with_one_over_n_are_correct(tmp_path):
+    r = _check(tmp_path, "mean_seeded_grads_kwarg", "--mean-seed")
+    assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.notes)

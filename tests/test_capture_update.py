@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from warpgrad.tools.diagnose import DiagnoseResult, _summary
 from warpgrad.tools.gradcheck import GradcheckArgs, check
 
 pytestmark = pytest.mark.warp
@@ -85,3 +86,32 @@ def test_a_hand_seed_of_ones_on_terms_reported_as_their_mean_is_an_exact_factor_
 def test_the_same_terms_seeded_with_one_over_n_are_correct(tmp_path):
     r = _check(tmp_path, "mean_seeded_grads_kwarg", "--mean-seed")
     assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.notes)
+
+
+def test_a_stale_read_of_a_right_tape_gradient_says_both_facts(tmp_path):
+    """A helper reads (and clears) .grad before backward: the update applies zeros at the first iteration,
+    while the tape's own gradient is right. Both are measured, and the headline says both."""
+    r = _check(tmp_path, "stale_helper_read")
+    assert (r.passed, r.signature, r.iteration) == (False, "zero", 0), (r.reason, r.notes)
+    assert r.stale_read and r.tape_gradient_passed is True, r.notes
+    headline = _summary(DiagnoseResult(ok=True, script="train.py", gradients_wrong=True, signature=r.signature, gradcheck=r))
+    assert "WRONG" not in headline and "the tape's gradient is right" in headline and "stale" in headline
+
+
+def test_a_stale_read_of_a_wrong_tape_gradient_says_the_tape_is_wrong_too(tmp_path):
+    r = _check(tmp_path, "stale_helper_read", "--bug-adjoint")
+    assert r.passed is False and r.stale_read, (r.signature, r.notes)
+    assert r.tape_gradient_passed is False, r.notes
+    headline = _summary(DiagnoseResult(ok=True, script="train.py", gradients_wrong=True, signature=r.signature, gradcheck=r))
+    assert "gradients are WRONG" in headline
+
+
+def test_a_gradient_applied_one_iteration_late_judges_the_tapes_own_gradient(tmp_path):
+    r = _check(tmp_path, "lagged_gradient")
+    assert r.passed is False and r.stale_read, (r.signature, r.notes)
+    assert r.tape_gradient_passed is True, r.notes
+
+
+def test_no_stale_read_leaves_the_tape_verdict_unset(tmp_path):
+    r = _check(tmp_path, "host_mirror_write")
+    assert r.passed is True and r.tape_gradient_passed is None

@@ -168,6 +168,10 @@ class GradcheckResult(BaseModel):
                                   "written.")
     perturbation_unreached: bool = Field(False, description="The objective never moved under any perturbation.")
     stale_read: bool = Field(False, description="An update applies a gradient read before this iteration's backward.")
+    tape_gradient_passed: bool | None = Field(None, description="Where the update applies another gradient than the "
+                                              "one this iteration's tape computed (a stale read): whether the tape's "
+                                              "own gradient matches FD (True), does not (False), or was not judged "
+                                              "(None; also when the update applies the tape's gradient).")
     printed_vs_seeded: PrintedRelation = Field("not_printed", description="How the loss the script prints relates "
                                                "to the one seeded into backward.")
     reported_factor: float | None = Field(None, description="The printed loss is this × the seeded one (FD is of "
@@ -594,6 +598,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         return [fd.Evaluation(e.objective * scale if e.objective is not None else None, e.applied, e.error)
                 for e in evs]
 
+    evaluate = _cached(evaluate)
     if after is None:
         engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=args.directions, seed=args.seed)
         report = engine.check(elements=args.elements)
@@ -603,6 +608,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=3, seed=args.seed + 1)
         report = engine.check_at(*after)
         res.evaluations = engine.evaluations
+    res.tape_gradient_passed = _tape_gradient(res, roles, fparams, evaluate, objective * scale, engine, after)
     res.evaluations_from_hub = ev.from_hub.get(iteration, 0)
     b = base.get("eval")
     override = _judge_rerun(res, b, objective)
@@ -615,6 +621,48 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward; FD is of the "
                          "printed one")
     return _finish(res, report, fparams, cap, t0=t0), report.trunc_rel
+
+
+def _cached(evaluate: Callable[[list[dict[str, np.ndarray]]], list[fd.Evaluation]]):
+    """`evaluate`, remembering each perturbation's result: a second judgement over the same directions (the
+    tape's own gradient beside the one the update applies) costs only the evaluations the first did not run."""
+    memo: dict[tuple, fd.Evaluation] = {}
+
+    def key(pert: dict[str, np.ndarray]) -> tuple:
+        return tuple(sorted((k, v.shape, v.tobytes()) for k, v in pert.items()))
+
+    def run(batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
+        keys = [key(p) for p in batch]
+        todo = {k: p for k, p in zip(keys, batch) if k not in memo}
+        if todo:
+            memo.update(zip(todo, evaluate(list(todo.values()))))
+        return [memo[k] for k in keys]
+
+    return run
+
+
+def _tape_gradient(res: GradcheckResult, roles: list[tuple[str, CapturedParam]], fparams: list[fd.Param],
+                   evaluate, objective: float, engine: fd.FDEngine,
+                   after: tuple[float, float] | None) -> bool | None:
+    """Where the update applies a stale gradient, judge the tape's own gradient against the same FD directions
+    (already evaluated, so nearly free): "the tape is right, the update applies it late" is a different fix
+    from "the tape is wrong". None where there is no other gradient to judge, or FD cannot say."""
+    tape = {role: p.tape_grad_file for role, p in roles if p.tape_grad_file}
+    if not tape:
+        return None
+    params = [fd.Param(key=fp.key, name=fp.name, value=fp.value,
+                       grad=np.load(tape[fp.key]).reshape(fp.grad.shape) if fp.key in tape else fp.grad)
+              for fp in fparams]
+    judge = fd.FDEngine(params, evaluate, objective, n_directions=engine.n_directions, seed=engine.seed)
+    report = judge.check(locate=False) if after is None else judge.check_at(*after)
+    sig, _, _ = fd.classify(report, grads=[p.grad for p in params], backward_calls=1, stale={})
+    verdict = True if sig == Signature.CORRECT else (None if sig == Signature.INCONCLUSIVE or
+                                                      report.verdict in ("inconclusive", "sparse") else False)
+    said = {True: "matches FD: the gradient is right, and the update applies it late (a stale gradient)",
+            False: f"does not match FD either ({sig}): the tape's gradient is wrong too",
+            None: "could not be judged by FD"}[verdict]
+    res.notes.append(f"the gradient this iteration's backward computed (left in .grad after it) {said}")
+    return verdict
 
 
 def _judge_rerun(res: GradcheckResult, b: fd.Evaluation | None, objective: float) -> tuple[Signature, str] | None:

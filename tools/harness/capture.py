@@ -655,6 +655,9 @@ class CaptureListener(hooks.Listener):
                                "update applies a stale gradient (the previous iteration's, or zeros)", final=True)
             if id(arr) in rec.params:
                 rec.params[id(arr)]["stale_read"] = True
+                # The tape's own gradient, as this iteration's backward left it: right or wrong apart from the
+                # update that applies the stale one.
+                rec.params[id(arr)]["tape_grad"] = _np(arr.grad).astype(np.float64).copy()
                 self.consumed_any = True
         if id(arr) in rec.params:
             self.phase = "consuming"
@@ -818,11 +821,15 @@ class CaptureListener(hooks.Listener):
             reads = p.get("grads") or [p["grad"]]
             np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])
             np.save(vpath, p["value"])
+            tpath = None
+            if p.get("tape_grad") is not None:
+                tpath = self.outdir / f"{prefix}tape_grad_{k}.npy"
+                np.save(tpath, p["tape_grad"])
             params.append(CapturedParam(
                 name=p["name"], role=role, how=p["how"], shape=p["shape"], dtype=p["dtype"],
                 numpy_shape=list(p["grad"].shape), grad_file=str(gpath), value_file=str(vpath),
                 requires_grad=p["requires_grad"], stale_read=bool(p.get("stale_read")), crosscheck=p.get("crosscheck"),
-                untied=bool(p.get("untied")),
+                untied=bool(p.get("untied")), tape_grad_file=str(tpath) if tpath is not None else None,
             ))
         return CapturedIteration(
             iteration=rec.index,

@@ -45,6 +45,7 @@ def step(p: dict[str, Any], index: int, history: list[tuple[int, np.ndarray]], r
     best = min(((residual(old.reshape(-1)), k, old) for k, old in older), default=None, key=lambda t: t[0])
     if best is not None and best[0] < tol and best[0] * 10 < r_consumed:
         r, k, old = best
+        p["tape_grad"] = consumed.reshape(p["grad"].shape).copy()  # this iteration's: what its tape gave
         p["grads"], p["zeroed_between"], p["stale_read"] = [old.reshape(p["grad"].shape)], False, True
         p["how"] += (f"; cross-check: the parameter change is a step along the gradient consumed {k} "
                      f"iteration(s) earlier (residual {r:.1e}), not this iteration's ({r_consumed:.1e}): a stale "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from warpgrad.tools.diagnose import DiagnoseResult, _summary
-from warpgrad.tools.gradcheck import GradcheckArgs, check
+from warpgrad.tools.gradcheck import HUB_ENV, GradcheckArgs, check
 
 pytestmark = pytest.mark.warp
 
@@ -115,3 +115,27 @@ def test_a_gradient_applied_one_iteration_late_judges_the_tapes_own_gradient(tmp
 def test_no_stale_read_leaves_the_tape_verdict_unset(tmp_path):
     r = _check(tmp_path, "host_mirror_write")
     assert r.passed is True and r.tape_gradient_passed is None
+
+
+@pytest.mark.slow
+def test_a_parameter_read_beside_its_clones_gets_the_same_verdict_roles_and_numbers_in_five_runs(tmp_path, monkeypatch):
+    """Same program, same verdict (issue 22, item 1): x0 is cloned and copied on the tape and read with its
+    copies, and updated through its numpy view. Five runs, each with its own hash seed (dict layouts and
+    freed addresses differ), the FD hub on and off in turn."""
+    seen = []
+    for run in range(5):
+        work = tmp_path / f"run{run}"
+        work.mkdir()
+        monkeypatch.setenv("PYTHONHASHSEED", str(run + 1))
+        monkeypatch.setenv(HUB_ENV, "1" if run % 2 == 0 else "0")
+        r = _check(work, "clone_pair_host_step")
+        seen.append(((r.passed, r.signature, r.iteration, tuple(r.iterations), tuple((p.name, p.role) for p in r.params)),
+                     [(c.ad, c.fd) for c in r.directions], r))
+    first, numbers, r0 = seen[0]
+    assert first[:2] == (True, "correct"), (r0.reason, r0.notes)
+    for fp, nums, other in seen[1:]:
+        assert fp == first, (fp, first, other.notes)
+        assert len(nums) == len(numbers)
+        for (ad, fd), (ad0, fd0) in zip(nums, numbers):
+            assert ad == pytest.approx(ad0, rel=1e-9)
+            assert fd == pytest.approx(fd0, rel=1e-6, abs=1e-9)

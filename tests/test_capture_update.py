@@ -139,3 +139,20 @@ def test_a_parameter_read_beside_its_clones_gets_the_same_verdict_roles_and_numb
         for (ad, fd), (ad0, fd0) in zip(nums, numbers):
             assert ad == pytest.approx(ad0, rel=1e-9)
             assert fd == pytest.approx(fd0, rel=1e-6, abs=1e-9)
+
+
+def test_a_chaotic_horizon_is_inconclusive_with_the_measured_reason_never_wrong(tmp_path):
+    """Kicked rotors over 30 steps: |grad| ~ 1e8 in float32, FD cannot converge. No verdict, with the sweep
+    that shows it and the checks that can resolve it; the same program over 4 steps resolves and passes."""
+    r = _check(tmp_path, "standard_map_horizon")
+    assert (r.passed, r.signature) == (None, "inconclusive"), (r.signature, r.explanation)
+    assert r.fd_unconverged and "does not converge" in r.reason
+    assert any("shorter horizon" in s for s in r.next_steps) and any("float64" in s for s in r.next_steps)
+    assert all(c.status != "agree" or abs(c.ad - c.fd) <= c.band for c in r.directions)
+
+
+def test_the_same_rotors_over_a_short_horizon_resolve(tmp_path):
+    r = _check(tmp_path, "standard_map_horizon", "--steps", "4")
+    assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.notes)
+    assert not r.fd_unconverged
+    assert all(c.status != "agree" or abs(c.ad - c.fd) <= c.band for c in r.directions)

@@ -266,7 +266,8 @@ class CaptureListener(hooks.Listener):
             self._perturb_at(role, arr)
         seen = self.loose.get(id(arr))
         if seen is None or seen[1] is not arr:
-            self.loose[id(arr)] = (role, arr, _digest(arr))
+            # Only capture chooses perturbation points; FD runs perturb at the roles capture chose.
+            self.loose[id(arr)] = (role, arr, _digest(arr) if self.mode == "capture" else None)
 
     def _perturb_point(self, role: str, arr) -> str:
         """Where FD perturbs `arr`, first used on the tape at `role`: at its earlier use outside the tape, unless

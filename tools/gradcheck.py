@@ -169,9 +169,10 @@ class GradcheckResult(BaseModel):
     perturbation_unreached: bool = Field(False, description="The objective never moved under any perturbation.")
     stale_read: bool = Field(False, description="An update applies a gradient read before this iteration's backward.")
     tape_gradient_passed: bool | None = Field(None, description="Where the update applies another gradient than the "
-                                              "one this iteration's tape computed (a stale read): whether the tape's "
-                                              "own gradient matches FD (True), does not (False), or was not judged "
-                                              "(None; also when the update applies the tape's gradient).")
+                                              "one this iteration's tapes left in .grad (a stale read; a host sum "
+                                              "that counts a never-zeroed .grad again): whether the tapes' own "
+                                              "gradient matches FD (True), does not (False), or was not judged "
+                                              "(None; also when the update applies the tapes' gradient).")
     printed_vs_seeded: PrintedRelation = Field("not_printed", description="How the loss the script prints relates "
                                                "to the one seeded into backward.")
     reported_factor: float | None = Field(None, description="The printed loss is this × the seeded one (FD is of "
@@ -620,7 +621,20 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     if factor is not None:
         res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward; FD is of the "
                          "printed one")
-    return _finish(res, report, fparams, cap, t0=t0), report.trunc_rel
+    return _truncation_measured(_finish(res, report, fparams, cap, t0=t0), params), report.trunc_rel
+
+
+def _truncation_measured(res: GradcheckResult, params: list[CapturedParam]) -> GradcheckResult:
+    """Several backward passes feed the update, and the gradient they left in .grad together matches FD: the
+    tapes cover the objective (no truncation, measured), and what is wrong is what the update makes of them."""
+    if res.signature != Signature.TRUNCATION or res.tape_gradient_passed is not True:
+        return res
+    how = "; ".join(f"{p.name}: {p.crosscheck}" for p in params if p.crosscheck and p.tape_grad_file)
+    res.signature = Signature.SUBTLY_WRONG
+    res.explanation = (f"the {res.backward_calls} backward passes' own gradient (the .grad after the last one) matches "
+                       "FD, so the tapes cover the objective and truncation is ruled out by measurement; the update "
+                       f"applies another gradient ({how or 'not the one the tapes left'})")
+    return res
 
 
 def _cached(evaluate: Callable[[list[dict[str, np.ndarray]]], list[fd.Evaluation]]):
@@ -658,10 +672,12 @@ def _tape_gradient(res: GradcheckResult, roles: list[tuple[str, CapturedParam]],
     sig, _, _ = fd.classify(report, grads=[p.grad for p in params], backward_calls=1, stale={})
     verdict = True if sig == Signature.CORRECT else (None if sig == Signature.INCONCLUSIVE or
                                                       report.verdict in ("inconclusive", "sparse") else False)
-    said = {True: "matches FD: the gradient is right, and the update applies it late (a stale gradient)",
+    stale = any(p.stale_read for _, p in roles)
+    applied = "applies it late (a stale gradient)" if stale else "applies another one (see the cross-check)"
+    said = {True: f"matches FD: the gradient is right, and the update {applied}",
             False: f"does not match FD either ({sig}): the tape's gradient is wrong too",
             None: "could not be judged by FD"}[verdict]
-    res.notes.append(f"the gradient this iteration's backward computed (left in .grad after it) {said}")
+    res.notes.append(f"the gradient this iteration's backward passes left in .grad {said}")
     return verdict
 
 

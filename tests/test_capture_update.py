@@ -69,6 +69,9 @@ def test_a_grad_summed_on_the_host_without_zeroing_is_the_sum_the_step_applies(t
     assert (r.passed, r.signature) == (False, "subtly_wrong"), (r.signature, r.reason, r.notes)
     assert any("not zeroed between the backward passes" in n for n in r.notes), r.notes
     assert r.tape_gradient_passed is True and "ruled out by measurement" in r.explanation
+    headline = _summary(DiagnoseResult(ok=True, script="train.py", gradients_wrong=True, signature=r.signature,
+                                       gradcheck=r))
+    assert "WRONG" not in headline and "the tape's gradient is right" in headline
 
 
 @pytest.mark.parametrize("args", [("--adam",), ("--adam", "--no-zero")])

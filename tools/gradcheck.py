@@ -599,17 +599,17 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         return [fd.Evaluation(e.objective * scale if e.objective is not None else None, e.applied, e.error)
                 for e in evs]
 
-    evaluate = _cached(evaluate)
+    cached = _Cached(evaluate)
     if after is None:
-        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=args.directions, seed=args.seed)
+        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=args.directions, seed=args.seed)
         report = engine.check(elements=args.elements)
-        res.evaluations = engine.evaluations + 2  # + capture + baseline
     else:
         # Three directions: the finish gate needs resolved agreement in three at the first iteration too.
-        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=3, seed=args.seed + 1)
+        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=3, seed=args.seed + 1)
         report = engine.check_at(*after)
-        res.evaluations = engine.evaluations
-    res.tape_gradient_passed = _tape_gradient(res, roles, fparams, evaluate, objective * scale, engine, after)
+    res.tape_gradient_passed = _tape_gradient(res, roles, fparams, cached, objective * scale, engine, after)
+    # Evaluations really run (the tape's own judgement reuses the first's), + capture and baseline on a sweep.
+    res.evaluations = cached.ran + (2 if after is None else 0)
     res.evaluations_from_hub = ev.from_hub.get(iteration, 0)
     b = base.get("eval")
     override = _judge_rerun(res, b, objective)
@@ -637,22 +637,27 @@ def _truncation_measured(res: GradcheckResult, params: list[CapturedParam]) -> G
     return res
 
 
-def _cached(evaluate: Callable[[list[dict[str, np.ndarray]]], list[fd.Evaluation]]):
+class _Cached:
     """`evaluate`, remembering each perturbation's result: a second judgement over the same directions (the
-    tape's own gradient beside the one the update applies) costs only the evaluations the first did not run."""
-    memo: dict[tuple, fd.Evaluation] = {}
+    tape's own gradient beside the one the update applies) costs only the evaluations the first did not run
+    (`ran` counts the evaluations really run)."""
 
-    def key(pert: dict[str, np.ndarray]) -> tuple:
+    def __init__(self, evaluate: Callable[[list[dict[str, np.ndarray]]], list[fd.Evaluation]]) -> None:
+        self.evaluate = evaluate
+        self.memo: dict[tuple, fd.Evaluation] = {}
+        self.ran = 0
+
+    @staticmethod
+    def _key(pert: dict[str, np.ndarray]) -> tuple:
         return tuple(sorted((k, v.shape, v.tobytes()) for k, v in pert.items()))
 
-    def run(batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
-        keys = [key(p) for p in batch]
-        todo = {k: p for k, p in zip(keys, batch) if k not in memo}
+    def __call__(self, batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
+        keys = [self._key(p) for p in batch]
+        todo = {k: p for k, p in zip(keys, batch) if k not in self.memo}
         if todo:
-            memo.update(zip(todo, evaluate(list(todo.values()))))
-        return [memo[k] for k in keys]
-
-    return run
+            self.ran += len(todo)
+            self.memo.update(zip(todo, self.evaluate(list(todo.values()))))
+        return [self.memo[k] for k in keys]
 
 
 def _tape_gradient(res: GradcheckResult, roles: list[tuple[str, CapturedParam]], fparams: list[fd.Param],

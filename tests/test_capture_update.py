@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from warpgrad.tools.diagnose import DiagnoseResult, _summary
@@ -163,3 +164,19 @@ def test_the_same_rotors_over_a_short_horizon_resolve(tmp_path):
     assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.notes)
     assert not r.fd_unconverged
     assert all(c.status != "agree" or abs(c.ad - c.fd) <= c.band for c in r.directions)
+
+
+def test_a_clamp_adjoint_wrong_on_a_band_of_entries_is_a_sparse_subset_at_exactly_those_entries(tmp_path):
+    r = _check(tmp_path, "clamp_adjoint_band", "--bug-band")
+    assert (r.passed, r.signature) == (False, "sparse_subset"), (r.signature, r.explanation)
+    rng = np.random.default_rng(4)  # the fixture's draw: which valves start inside the bug's band (0.9, 1)
+    u = np.where(rng.uniform(size=96) < 0.85, rng.uniform(0.1, 0.8, 96), rng.uniform(0.92, 0.98, 96))
+    band = set(np.flatnonzero(u > 0.9).tolist())
+    bad = {e.index[0] for e in r.elements if e.status == "disagree"}
+    good = {e.index[0] for e in r.elements if e.status == "agree"}
+    assert bad and bad <= band and not good & band, (bad, good, band)
+
+
+def test_the_same_clamp_with_its_right_adjoint_is_correct(tmp_path):
+    r = _check(tmp_path, "clamp_adjoint_band")
+    assert (r.passed, r.signature) == (True, "correct"), (r.reason, r.notes)

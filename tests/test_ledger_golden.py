@@ -18,7 +18,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ledger_v1"
 # Fields the result models gained after the fixture was written: a new field adds a key to a new record, it
 # does not change how the old fields serialise. Each is named here on purpose, so an unplanned one still fails.
 ADDED_SINCE = {"gradcheck": {"rerun_mismatch", "evaluations_from_hub", "per_iteration", "fd_unconverged",
-                             "next_steps"},
+                             "next_steps", "tape_gradient_passed"},
                "run": {"files_changed", "metric_error"}}
 # Fields added since inside the items of a payload's lists: kind -> list field -> item fields.
 ADDED_IN_ITEMS = {"gradcheck": {"directions": {"status", "rounding_band", "truncation", "steps"},

@@ -359,6 +359,13 @@ def _summary(res: DiagnoseResult) -> str:
     gc = res.gradcheck
     top = res.hypotheses[0] if res.hypotheses else None
     where = f" at {top.file}:{top.line}" if top and top.file and top.line else ""
+    if res.gradients_wrong and gc is not None and gc.tape_gradient_passed:
+        # Both facts: the tape computes the right gradient; the update applies another one.
+        applied = ("is stale (read before this iteration's backward, or kept from an earlier one)" if gc.stale_read
+                   else "is another one (the host sums reads of a .grad that already holds the earlier passes)")
+        s = (f"the tape's gradient is right (it matches finite differences), but the gradient the update applies "
+             f"{applied}: {res.signature}")
+        return s + (f"; most likely cause: {top.title}{where}" if top else "; no cause located yet")
     if res.gradients_wrong:
         s = f"gradients are WRONG ({res.signature}"
         s += f", factor {res.factor:g})" if res.factor is not None else ")"

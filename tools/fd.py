@@ -198,7 +198,7 @@ class FDEngine:
         rb = self._rounding(lp, lm) / t
         return fd, ad, rb, mag
 
-    def check(self, per_param: bool = True, elements: int = 0) -> FDReport:
+    def check(self, per_param: bool = True, elements: int = 0, locate: bool = True) -> FDReport:
         """The whole check: a step sweep along one direction picks the step and the noise band, then every
         direction is compared at that step; on a disagreement, per-parameter and per-element follow-ups.
 
@@ -243,6 +243,9 @@ class FDEngine:
                           trunc_rel=trunc_rel, unresolvable=vote == "inconclusive",
                           reason=_UNRESOLVED if vote == "inconclusive" else "")
         _ratios(report, checks)
+        if not locate:  # only the verdict is wanted: no per-parameter or per-entry follow-ups
+            report.evaluations = self.evaluations
+            return report
         if report.verdict == "disagree" and per_param and len(self.params) > 1:
             report.per_param = self._per_param(d0, t, trunc_rel)
         constant_ratio = report.ratio_spread is not None and report.ratio_spread < 5e-3 and len(

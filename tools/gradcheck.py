@@ -168,6 +168,11 @@ class GradcheckResult(BaseModel):
                                   "written.")
     perturbation_unreached: bool = Field(False, description="The objective never moved under any perturbation.")
     stale_read: bool = Field(False, description="An update applies a gradient read before this iteration's backward.")
+    tape_gradient_passed: bool | None = Field(None, description="Where the update applies another gradient than the "
+                                              "one this iteration's tapes left in .grad (a stale read; a host sum "
+                                              "that counts a never-zeroed .grad again): whether the tapes' own "
+                                              "gradient matches FD (True), does not (False), or was not judged "
+                                              "(None; also when the update applies the tapes' gradient).")
     printed_vs_seeded: PrintedRelation = Field("not_printed", description="How the loss the script prints relates "
                                                "to the one seeded into backward.")
     reported_factor: float | None = Field(None, description="The printed loss is this × the seeded one (FD is of "
@@ -545,7 +550,12 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     res.iterations = [res.iteration] if res.iteration is not None else []
     roles = _perturbed_params(res, cap)
     params = [p for _, p in roles]
-    if not params:
+    untied = [p.name for p in params if p.untied]
+    if untied:
+        return _failed(res, f"the gradient the update of {', '.join(untied)} applies is not known: several host "
+                          "reads of its .grad feed the update and the parameter change follows none of them (nor "
+                          "their sum), so FD of the update's objective has nothing definite to compare with. Name "
+                          "the gradient with a probe file (params/loss/grad), or make the update a plain step")
         return _failed(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
                           "depend on them through the tape (gradient chain cut before the first kernel?)")
     _name_objective(args, res, cap, factor, params)
@@ -594,15 +604,17 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         return [fd.Evaluation(e.objective * scale if e.objective is not None else None, e.applied, e.error)
                 for e in evs]
 
+    cached = _Cached(evaluate)
     if after is None:
-        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=args.directions, seed=args.seed)
+        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=args.directions, seed=args.seed)
         report = engine.check(elements=args.elements)
-        res.evaluations = engine.evaluations + 2  # + capture + baseline
     else:
         # Three directions: the finish gate needs resolved agreement in three at the first iteration too.
-        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=3, seed=args.seed + 1)
+        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=3, seed=args.seed + 1)
         report = engine.check_at(*after)
-        res.evaluations = engine.evaluations
+    res.tape_gradient_passed = _tape_gradient(res, roles, fparams, cached, objective * scale, engine, after)
+    # Evaluations really run (the tape's own judgement reuses the first's), + capture and baseline on a sweep.
+    res.evaluations = cached.ran + (2 if after is None else 0)
     res.evaluations_from_hub = ev.from_hub.get(iteration, 0)
     b = base.get("eval")
     override = _judge_rerun(res, b, objective)
@@ -614,7 +626,69 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     if factor is not None:
         res.notes.append(f"the loss the script prints is {factor:.6g}× the loss seeded into backward; FD is of the "
                          "printed one")
-    return _finish(res, report, fparams, cap, t0=t0), report.trunc_rel
+    return _truncation_measured(_finish(res, report, fparams, cap, t0=t0), params), report.trunc_rel
+
+
+def _truncation_measured(res: GradcheckResult, params: list[CapturedParam]) -> GradcheckResult:
+    """Several backward passes feed the update, and the gradient they left in .grad together matches FD: the
+    tapes cover the objective (no truncation, measured), and what is wrong is what the update makes of them."""
+    if res.signature != Signature.TRUNCATION or res.tape_gradient_passed is not True:
+        return res
+    how = "; ".join(f"{p.name}: {p.crosscheck}" for p in params if p.crosscheck and p.tape_grad_file)
+    res.signature = Signature.SUBTLY_WRONG
+    res.explanation = (f"the {res.backward_calls} backward passes' own gradient (the .grad after the last one) matches "
+                       "FD, so the tapes cover the objective and truncation is ruled out by measurement; the update "
+                       f"applies another gradient ({how or 'not the one the tapes left'})")
+    return res
+
+
+class _Cached:
+    """`evaluate`, remembering each perturbation's result: a second judgement over the same directions (the
+    tape's own gradient beside the one the update applies) costs only the evaluations the first did not run
+    (`ran` counts the evaluations really run)."""
+
+    def __init__(self, evaluate: Callable[[list[dict[str, np.ndarray]]], list[fd.Evaluation]]) -> None:
+        self.evaluate = evaluate
+        self.memo: dict[tuple, fd.Evaluation] = {}
+        self.ran = 0
+
+    @staticmethod
+    def _key(pert: dict[str, np.ndarray]) -> tuple:
+        return tuple(sorted((k, v.shape, v.tobytes()) for k, v in pert.items()))
+
+    def __call__(self, batch: list[dict[str, np.ndarray]]) -> list[fd.Evaluation]:
+        keys = [self._key(p) for p in batch]
+        todo = {k: p for k, p in zip(keys, batch) if k not in self.memo}
+        if todo:
+            self.ran += len(todo)
+            self.memo.update(zip(todo, self.evaluate(list(todo.values()))))
+        return [self.memo[k] for k in keys]
+
+
+def _tape_gradient(res: GradcheckResult, roles: list[tuple[str, CapturedParam]], fparams: list[fd.Param],
+                   evaluate, objective: float, engine: fd.FDEngine,
+                   after: tuple[float, float] | None) -> bool | None:
+    """Where the update applies a stale gradient, judge the tape's own gradient against the same FD directions
+    (already evaluated, so nearly free): "the tape is right, the update applies it late" is a different fix
+    from "the tape is wrong". None where there is no other gradient to judge, or FD cannot say."""
+    tape = {role: p.tape_grad_file for role, p in roles if p.tape_grad_file}
+    if not tape:
+        return None
+    params = [fd.Param(key=fp.key, name=fp.name, value=fp.value,
+                       grad=np.load(tape[fp.key]).reshape(fp.grad.shape) if fp.key in tape else fp.grad)
+              for fp in fparams]
+    judge = fd.FDEngine(params, evaluate, objective, n_directions=engine.n_directions, seed=engine.seed)
+    report = judge.check(locate=False) if after is None else judge.check_at(*after)
+    sig, _, _ = fd.classify(report, grads=[p.grad for p in params], backward_calls=1, stale={})
+    verdict = True if sig == Signature.CORRECT else (None if sig == Signature.INCONCLUSIVE or
+                                                      report.verdict in ("inconclusive", "sparse") else False)
+    stale = any(p.stale_read for _, p in roles)
+    applied = "applies it late (a stale gradient)" if stale else "applies another one (see the cross-check)"
+    said = {True: f"matches FD: the gradient is right, and the update {applied}",
+            False: f"does not match FD either ({sig}): the tape's gradient is wrong too",
+            None: "could not be judged by FD"}[verdict]
+    res.notes.append(f"the gradient this iteration's backward passes left in .grad {said}")
+    return verdict
 
 
 def _judge_rerun(res: GradcheckResult, b: fd.Evaluation | None, objective: float) -> tuple[Signature, str] | None:

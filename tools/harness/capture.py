@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -57,6 +58,14 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from .main import Session
+
+
+def _digest(arr) -> bytes | None:
+    """A fingerprint of a CPU array's values: a later write through its numpy view shows as a new digest. None
+    off the CPU, where `.numpy()` is a copy and every write goes through a hooked call (assign, copy, launch)."""
+    if not (arr.device.is_cpu and arr.is_contiguous):
+        return None
+    return hashlib.blake2b(np.ascontiguousarray(_np(arr)).view(np.uint8), digest_size=16).digest()
 
 
 class RunListener(hooks.Listener):
@@ -155,7 +164,8 @@ class CaptureListener(hooks.Listener):
         self.grads_read: collections.deque[np.ndarray] = collections.deque(maxlen=64)
         self.updated = ArraySet()  # parameters written by an update since the iteration's backward
         self.capturing = False
-        self.loose: dict[int, tuple[str, Any]] = {}  # uses outside the tape since the last update or backward
+        # Uses outside the tape since the last update or backward: id -> (role, array, digest of its values then).
+        self.loose: dict[int, tuple[str, Any, bytes | None]] = {}
         self.untaped_occ: dict[str, int] = {}
         self.untaped_copy_occ = 0
         self.host_read_occ = 0
@@ -204,6 +214,7 @@ class CaptureListener(hooks.Listener):
         for oid, owner in rec.owners.items():
             snap = rec.params[oid]["value"]
             if snap.shape != _np(owner).shape or not np.array_equal(snap, _np(owner).astype(np.float64)):
+                self._crosscheck(rec, owner, owner)  # written in place (its numpy view): the step shows here
                 return True
         return not rec.owners  # nothing to compare: every consumption ends an iteration
 
@@ -220,8 +231,7 @@ class CaptureListener(hooks.Listener):
             for arr, role in uses.items():
                 if arr not in rec.first_use:
                     rec.first_use[arr] = role
-                    loose = self.loose.get(id(arr))
-                    rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
+                    rec.perturb_at[arr] = self._perturb_point(role, arr)
 
     def _new_iteration(self) -> None:
         done = self.iters.get(self.it)
@@ -257,7 +267,19 @@ class CaptureListener(hooks.Listener):
             self._perturb_at(role, arr)
         seen = self.loose.get(id(arr))
         if seen is None or seen[1] is not arr:
-            self.loose[id(arr)] = (role, arr)
+            # Only capture chooses perturbation points; FD runs perturb at the roles capture chose.
+            self.loose[id(arr)] = (role, arr, _digest(arr) if self.mode == "capture" else None)
+
+    def _perturb_point(self, role: str, arr) -> str:
+        """Where FD perturbs `arr`, first used on the tape at `role`: at its earlier use outside the tape, unless
+        the host wrote it since (`p.assign(...)`, a write through its numpy view, an untaped kernel): the
+        perturbation must follow the write that sets this iteration's value, or the write erases it."""
+        loose = self.loose.get(id(arr))
+        if loose is None or loose[1] is not arr:
+            return role
+        if loose[2] is not None and loose[2] != _digest(arr):
+            return role
+        return loose[0]
 
     def _note_use(self, role: str, arr) -> None:
         if self.phase != "pending":
@@ -283,8 +305,7 @@ class CaptureListener(hooks.Listener):
             rec = self._iter(table, i)
             if rec is not None and arr not in rec.first_use:
                 rec.first_use[arr] = role
-                loose = self.loose.get(id(arr))
-                rec.perturb_at[arr] = loose[0] if loose is not None and loose[1] is arr else role
+                rec.perturb_at[arr] = self._perturb_point(role, arr)
         if arr.grad is not None:
             self.grad_owner[id(arr.grad)] = arr
         if self.mode == "fd":
@@ -431,6 +452,10 @@ class CaptureListener(hooks.Listener):
                 self.untaped_copy_occ += 1
             if isinstance(call.dest, wp.array):
                 self._param_written(call.dest)  # p.assign(...) / wp.copy(p, ...) outside the tape
+                # Uses before the write saw the values it replaces: the perturbation goes after it.
+                seen = self.loose.get(id(call.dest))
+                if seen is not None and seen[1] is call.dest:
+                    del self.loose[id(call.dest)]
 
     def after_copy(self, call: hooks.CopyCall) -> None:
         if not call.in_backward and call.tape is None and isinstance(call.dest, wp.array):
@@ -632,6 +657,9 @@ class CaptureListener(hooks.Listener):
                                "update applies a stale gradient (the previous iteration's, or zeros)", final=True)
             if id(arr) in rec.params:
                 rec.params[id(arr)]["stale_read"] = True
+                # The tape's own gradient, as this iteration's backward left it: right or wrong apart from the
+                # update that applies the stale one.
+                rec.params[id(arr)]["tape_grad"] = _np(arr.grad).astype(np.float64).copy()
                 self.consumed_any = True
         if id(arr) in rec.params:
             self.phase = "consuming"
@@ -640,9 +668,12 @@ class CaptureListener(hooks.Listener):
 
     def optimizer_step(self, opt, grads) -> None:
         params = list(getattr(opt, "params", None) or [])
+        rec = self.iters.get(self.it)
         for p, g in zip(params, list(grads or [])):
             if isinstance(p, wp.array) and isinstance(g, wp.array):
                 self._consume(p, g, f"{type(opt).__name__}.step")
+                if rec is not None and rec.owners.get(id(p)) is p:
+                    rec.params[id(p)]["optimizer"] = True  # the optimizer reads the buffer: no host choice
         if self.phase == "consuming":
             self.update_seen = True
             self.loose.clear()
@@ -792,10 +823,15 @@ class CaptureListener(hooks.Listener):
             reads = p.get("grads") or [p["grad"]]
             np.save(gpath, np.sum(reads, axis=0) if p.get("zeroed_between") else reads[-1])
             np.save(vpath, p["value"])
+            tpath = None
+            if p.get("tape_grad") is not None:
+                tpath = self.outdir / f"{prefix}tape_grad_{k}.npy"
+                np.save(tpath, p["tape_grad"])
             params.append(CapturedParam(
                 name=p["name"], role=role, how=p["how"], shape=p["shape"], dtype=p["dtype"],
                 numpy_shape=list(p["grad"].shape), grad_file=str(gpath), value_file=str(vpath),
                 requires_grad=p["requires_grad"], stale_read=bool(p.get("stale_read")), crosscheck=p.get("crosscheck"),
+                untied=bool(p.get("untied")), tape_grad_file=str(tpath) if tpath is not None else None,
             ))
         return CapturedIteration(
             iteration=rec.index,

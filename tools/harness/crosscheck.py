@@ -43,8 +43,13 @@ def step(p: dict[str, Any], index: int, history: list[tuple[int, np.ndarray]], r
     r_consumed = residual(consumed)
     older = [(index - i, old) for i, old in history if i < index and old.size == consumed.size]
     best = min(((residual(old.reshape(-1)), k, old) for k, old in older), default=None, key=lambda t: t[0])
+    # This update's own reads summed (a never-zeroed .grad) compete with the older gradients: successive
+    # iterations' sums are nearly parallel, so the one that leaves only rounding behind wins.
+    if _summed_reads(p, residual, r_consumed, tol, best[0] if best is not None else float("inf")):
+        return
     if best is not None and best[0] < tol and best[0] * 10 < r_consumed:
         r, k, old = best
+        p["tape_grad"] = consumed.reshape(p["grad"].shape).copy()  # this iteration's: what its tape gave
         p["grads"], p["zeroed_between"], p["stale_read"] = [old.reshape(p["grad"].shape)], False, True
         p["how"] += (f"; cross-check: the parameter change is a step along the gradient consumed {k} "
                      f"iteration(s) earlier (residual {r:.1e}), not this iteration's ({r_consumed:.1e}): a stale "
@@ -57,9 +62,42 @@ def step(p: dict[str, Any], index: int, history: list[tuple[int, np.ndarray]], r
         return
     if p.get("zeroed_between") and _subset(p, residual, r_consumed):
         return
+    if len(p["grads"]) >= 2 and not p.get("optimizer"):
+        # Several reads feed this update and its step follows none of them: which one (or which combination)
+        # it applies cannot be read off it, and FD of the whole update's objective against one guess is no
+        # evidence either way.
+        p["untied"] = True
+        p["crosscheck"] = (f"the parameter change is not a plain step along the consumed gradient (residual "
+                           f"{r_consumed:.1e}, rounding allows {tol:.1e}), and {len(p['grads'])} host reads of its "
+                           ".grad feed this update: which of them (or which sum) the update applies cannot be tied "
+                           "to it")
+        return
     p["crosscheck"] = (f"the parameter change is not a plain step along the consumed gradient (residual "
                        f"{r_consumed:.1e}, rounding allows {tol:.1e}; momentum, Adam, clipping or a projection "
                        "would do this): the consumed gradient is not cross-checked against it")
+
+def _summed_reads(p: dict[str, Any], residual: Callable[[np.ndarray], float], r_last: float, tol: float,
+                  rival: float) -> bool:
+    """Several reads of a .grad nobody zeroed between backward passes, summed on the host: each read after
+    the first holds the earlier passes' gradients again, and the step follows their sum, not the last read
+    (which alone is this update's gradient). That sum is the gradient the update applies."""
+    if p.get("zeroed_between") or len(p["grads"]) < 2:
+        return False
+    total = np.sum(p["grads"], axis=0)
+    r = residual(total.reshape(-1))
+    if r >= tol or r * 10 >= r_last or r > rival:
+        return False
+    n = len(p["grads"])
+    p["tape_grad"] = p["grads"][-1].copy()  # the .grad after the last pass: what the tapes computed together
+    p["grads"] = [total]
+    p["how"] += (f"; cross-check: the parameter change is a step along the sum of the {n} reads of its .grad "
+                 f"(residual {r:.1e}; the last read alone: {r_last:.1e}), and the .grad was not zeroed between "
+                 "the backward passes: each read after the first holds the earlier passes' gradients again, so "
+                 "the update counts them more than once")
+    p["crosscheck"] = (f"the update applies the sum of {n} reads of a .grad that is not zeroed between the backward "
+                       "passes feeding it (earlier passes counted again)")
+    return True
+
 
 def _subset(p: dict[str, Any], residual: Callable[[np.ndarray], float], r_all: float) -> bool:
     """An update fed by several backward passes whose step follows the sum of only some of their gradient

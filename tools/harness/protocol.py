@@ -253,6 +253,10 @@ class CapturedParam(BaseModel):
     requires_grad: bool = True
     stale_read: bool = False
     crosscheck: str | None = None
+    tape_grad_file: str | None = Field(None, description=".npy of the gradient this iteration's backward left in its "
+                                       ".grad, where the update applies another one (a stale read, a re-summed never-zeroed .grad): FD judges both.")
+    untied: bool = Field(False, description="Several reads of its .grad feed the update and the parameter change "
+                         "ties the update to none of them: the gradient it applies is unknown (no verdict).")
 
 
 class CapturedIteration(Section):

@@ -93,6 +93,8 @@ class GradcheckPayload(Payload):
     unreliable_reason: str | None = Field(None, description="Set by the engine when the check cannot be trusted.")
     nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
     supersedes: list[int] = Field(default_factory=list, description="Seqs of failing checks this one explains.")
+    reported_factor: float | None = Field(None, description="The loss the script prints is this x the one seeded "
+                                          "into backward (None: the same, or not printed).")
     per_iteration: list[IterationCheck] = Field(default_factory=list, description="Each checked iteration's "
                                                 "verdict, objective and agreeing directions (newer records).")
 

@@ -26,7 +26,7 @@ def check(ev: Evidence) -> list[str]:
         out.append(RULE.refusal(
             f"the check at record {f.seq} (harness {short(f.v.harness_id)}, iterations "
             f"{f.v.covered_iterations()}) FAILED on the files as they are now{hint}: a failing check on the current "
-            "files outweighs any pass; find out why it fails (or fix it) and check again"))
+            "files outweighs any pass; find out why it fails (or fix it with edit_file) and call gradcheck again"))
     return out
 
 

@@ -1,0 +1,126 @@
+"""The gate is written the way a linter's rules are (issue 23): each rule in its own module beside its check,
+the catalog lists them, the README's table is generated from the catalog, and a refusal names its rule and
+the call that supplies what is missing."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from test_gate import _CLI
+from test_gate_workflow import _check, _edit, _files, _first_run, _run
+from test_gate_workflow import ws as ws
+
+from warpgrad.tools import gate
+from warpgrad.tools.gate.catalog import RULE_MODULES, RULES, TABLE_BEGIN, TABLE_END, rules_markdown
+from warpgrad.tools.ledger import Ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tools" / "gate"
+RULE_ID = re.compile(r"G\d{3}")
+
+
+def test_each_rule_lives_in_its_own_module_beside_its_check_and_the_catalog_lists_them_in_order():
+    assert not (ROOT / "tools" / "gate.py").exists(), "the old single-file gate must be gone"
+    assert list(RULES) == [f"G{i:03d}" for i in range(1, len(RULES) + 1)]
+    homes = set()
+    for module in RULE_MODULES:
+        rule = module.RULE
+        stem = module.__name__.rsplit(".", 1)[1]
+        assert stem == f"{rule.id.lower()}_{rule.name.replace('-', '_')}", stem
+        assert rule.check.__module__ == module.__name__, f"{rule.id}'s check lives elsewhere"
+        assert rule.summary and rule.refuses and rule.why and rule.satisfied_by and rule.call
+        homes.add(stem)
+    on_disk = {p.stem for p in PACKAGE.glob("g0*.py")}
+    assert on_disk == homes, "a rule module the catalog does not list (or the reverse)"
+
+
+def _string_constants(path: Path) -> list[str]:
+    return [n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_a_rule_id_is_written_in_its_own_module_only():
+    """No rule is joined to its logic by a string id spread over helpers: outside its module, code reaches a
+    rule through its module's RULE."""
+    for path in sorted(PACKAGE.glob("*.py")):
+        own = {m.RULE.id for m in RULE_MODULES if m.__name__.endswith("." + path.stem)}
+        ids = {s for s in _string_constants(path) if RULE_ID.fullmatch(s)}
+        assert ids <= own, f"{path.name} names {sorted(ids - own)} by its id"
+    # and nothing outside the package looks a rule up by id to tag a refusal
+    for path in (ROOT / "tools").glob("*.py"):
+        assert "tagged(" not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_the_readme_gate_table_is_the_catalog_s():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.count(TABLE_BEGIN) == 1 and readme.count(TABLE_END) == 1
+    table = readme.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].lstrip("\n")
+    assert table == rules_markdown(), "regenerate the README's gate table from catalog.rules_markdown()"
+    for rule in RULES.values():
+        assert f"| {rule.id} {rule.name} | {rule.refuses} |" in table
+
+
+def test_the_gate_command_lists_what_each_rule_refuses_and_the_call_that_supplies_it():
+    p = subprocess.run([sys.executable, "-c", _CLI, "gate", "--rules"], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+    for rule in RULES.values():
+        assert f"{rule.id} {rule.name}: {rule.summary}" in p.stdout
+        assert f"supplied by: {rule.call}" in p.stdout
+
+
+def test_the_package_keeps_the_names_its_callers_import():
+    for name in ("check_finish", "GateResult", "OUTCOMES", "RULES", "Outcome", "OtherCause", "gather_plan",
+                 "localization", "objective_improves"):
+        assert hasattr(gate, name), name
+    assert importlib.import_module("warpgrad.tools.finish").check_finish is gate.check_finish
+
+
+def test_every_refusal_of_a_fix_names_its_rule_and_a_call(ws):
+    """A patch with no failing check before it, no pass after it, nothing else: each line is tagged with a rule
+    of the catalog and names a call the model can make."""
+    _first_run(ws)
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    Ledger(ws).append("gradcheck", _check(ws, False))
+    result = gate.check_finish(ws, "fixed")
+    assert not result.accepted and result.missing
+    calls = ("gradcheck", "run_script", "edit_file", "apply_patch", "undo", "finish", "instrument", "diagnose")
+    for line in result.missing:
+        tag = re.match(r"\[(G\d{3}) ([a-z-]+)\] ", line)
+        assert tag and RULES[tag.group(1)].name == tag.group(2), line
+        assert any(c in line for c in calls), line
+
+
+# -- G012 compares what the script reports: the objective times the factor the check reports ----------------
+
+
+def _chain_with_factors(ws: Path, before: tuple[float, float | None], after: tuple[float, float | None]) -> None:
+    """Fail (seeded objective, reported factor) -> a right patch -> pass (seeded objective, reported factor)."""
+    _first_run(ws)
+    Ledger(ws).append("gradcheck", {**_check(ws, False, objective=before[0]), "reported_factor": before[1]})
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    Ledger(ws).append("gradcheck", {**_check(ws, True, objective=after[0]), "reported_factor": after[1]})
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 0.5, 0.1]))
+
+
+def test_a_fix_of_a_seed_that_was_a_multiple_of_the_printed_loss_leaves_the_objective_where_it_was(ws):
+    # Before: the script printed 8x the loss it seeded (a mean printed, a sum seeded); the fix seeds what it prints.
+    _chain_with_factors(ws, before=(1.5625, 8.0), after=(12.5, None))
+    result = gate.check_finish(ws, "fixed")
+    assert result.accepted, result.missing
+    assert result.objective_shift is not None
+    assert (result.objective_shift.before, result.objective_shift.after) == (12.5, 12.5)
+
+
+def test_a_patch_that_keeps_the_seeded_value_but_halves_what_the_script_reports_moves_the_objective(ws):
+    _chain_with_factors(ws, before=(12.5, 2.0), after=(12.5, None))
+    result = gate.check_finish(ws, "fixed")
+    assert not result.accepted
+    text = "\n".join(result.missing)
+    assert "[G012 objective-invariant]" in text and "it was 25.0 before the patch" in text, text

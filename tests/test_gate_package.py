@@ -5,7 +5,9 @@ the call that supplies what is missing."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -124,3 +126,59 @@ def test_a_patch_that_keeps_the_seeded_value_but_halves_what_the_script_reports_
     assert not result.accepted
     text = "\n".join(result.missing)
     assert "[G012 objective-invariant]" in text and "it was 25.0 before the patch" in text, text
+
+
+# -- an unresolved direction: finish plans a check with more directions instead of refusing ----------------
+
+
+def _specced(payload: dict, *, directions: int = 3, seed: int = 0) -> dict:
+    """The payload with the full harness spec gradcheck writes, its harness_id the hash of that spec."""
+    spec = {"mode": "capture", "script": payload["script"], "args": payload["harness"]["args"], "iteration": None,
+            "scheme": "hub", "params": ["w"], "objective": None, "eps_policy": "central", "directions": directions,
+            "seed": seed}
+    return {**payload, "harness": spec, "harness_id": hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
+            .hexdigest()}
+
+
+def _fail_then_patch(ws: Path) -> None:
+    _first_run(ws)
+    Ledger(ws).append("gradcheck", _specced(_check(ws, False)))
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+
+
+def test_a_check_left_open_by_an_unresolved_direction_makes_finish_plan_one_with_more_directions(ws):
+    _fail_then_patch(ws)
+    open_check = _specced(_check(ws, True, iterations={0: (True, 3), 2: (None, 2)}))
+    open_check.update(passed=None, directions=[{"ad": 1.0, "fd": 1.0, "status": "agree"},
+                                               {"ad": 1.0, "fd": 1.0, "status": "agree"},
+                                               {"ad": 1e-9, "fd": 3e-9, "status": "unresolved"}])
+    Ledger(ws).append("gradcheck", open_check)
+    plan = gate.gather_plan(ws)
+    assert plan is not None and plan.check is not None, "refusing would cost the model a call finish can make"
+    assert plan.check.directions == 6 and plan.check.seed == 0 and plan.check.iteration is None
+    # The check with more directions is like-for-like with the failing one: the chain goes through.
+    Ledger(ws).append("gradcheck", _specced(_check(ws, True, iterations={0: (True, 6), 2: (True, 5)}), directions=6))
+    assert gate.gather_plan(ws).check is None
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 0.5, 0.1]))
+    result = gate.check_finish(ws, "fixed")
+    assert result.accepted, result.missing
+
+
+def test_a_pass_short_of_three_agreeing_directions_plans_more_and_a_failure_plans_nothing(ws):
+    _fail_then_patch(ws)
+    Ledger(ws).append("gradcheck", _specced(_check(ws, True, iterations={0: (True, 3), 2: (True, 2)})))
+    plan = gate.gather_plan(ws)
+    assert plan is not None and plan.check is not None and "fewer than 3" in plan.check.why
+    Ledger(ws).append("gradcheck", _specced(_check(ws, False)))
+    plan = gate.gather_plan(ws)
+    assert plan is None or plan.check is None, "a failure after the patch is the model's to answer"
+
+
+def test_a_pass_with_another_seed_or_fewer_directions_is_not_like_for_like(ws):
+    _fail_then_patch(ws)
+    Ledger(ws).append("gradcheck", _specced(_check(ws, True), seed=1))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 0.5, 0.1]))
+    text = "\n".join(gate.check_finish(ws, "fixed").missing)
+    assert "[G008 fix-evidence-chain] a passing FD check after the patch with the same harness" in text, text

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .gate import OtherCause, Outcome, check_finish, gather_plan
+from .gradcheck import GradcheckArgs, gradcheck
 from .ledger import Ledger
 from .records import Comparison, FinishPayload
 from .registry import ToolError, tool
@@ -16,12 +17,21 @@ from .tracker import InstrumentArgs, instrument
 
 
 def _gather(workspace: Path) -> list[str]:
-    """Make the runs the gate can gather itself (the tracker, the workflow's rerun) after the last patch; what
-    ran, in words. Each run is recorded in the ledger by its own tool, like any other call of it."""
+    """Make what the gate can gather itself after the last patch (a check with more directions when FD left one
+    unresolved, the tracker, the workflow's rerun); what ran, in words. Each run is recorded in the ledger by its
+    own tool, like any other call of it."""
     plan = gather_plan(workspace)
     if plan is None:
         return []
     wf, done = plan.workflow, []
+    if plan.check is not None:
+        c = plan.check
+        gradcheck(GradcheckArgs(script=wf.script, args=wf.args, directions=c.directions, iteration=c.iteration,
+                                seed=c.seed), workspace)
+        done.append(f"gradcheck of {wf.script} with {c.directions} directions ({c.why})")
+        plan = gather_plan(workspace)
+        if plan is None or plan.check is not None:
+            return done  # still unresolved (or failed): the tracker and the rerun follow only a check that settled
     if plan.tracker:
         instrument(InstrumentArgs(script=wf.script, args=wf.args), workspace)
         done.append(f"the tracker on {wf.script}")

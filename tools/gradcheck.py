@@ -594,8 +594,10 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         report = engine.check(elements=args.elements)
         res.evaluations = engine.evaluations + 2  # + capture + baseline
     else:
-        # Three directions: the finish gate needs resolved agreement in three at the first iteration too.
-        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=3, seed=args.seed + 1)
+        # At least three directions: the finish gate needs resolved agreement in three at the first iteration
+        # too; more when asked (finish asks more to resolve a direction FD left open).
+        engine = fd.FDEngine(fparams, evaluate, objective * scale, n_directions=max(3, args.directions),
+                             seed=args.seed + 1)
         report = engine.check_at(*after)
         res.evaluations = engine.evaluations
     res.evaluations_from_hub = ev.from_hub.get(iteration, 0)

@@ -67,6 +67,16 @@ def patched_paths(r: LedgerRecord) -> set[str]:
     return paths - set(p.diagnostic)
 
 
+def same_harness(failing: GradcheckPayload, passing: GradcheckPayload) -> bool:
+    """Like-for-like checks: the same harness, or the same one with more directions after (a check that asks more
+    directions is stricter, and it is what resolves a direction FD left unresolved)."""
+    if failing.harness_id and failing.harness_id == passing.harness_id:
+        return True
+    a = failing.harness.spec_without_directions(failing.harness_id)
+    b = passing.harness.spec_without_directions(passing.harness_id)
+    return a is not None and a == b and (passing.harness.directions or 0) >= (failing.harness.directions or 0)
+
+
 def short(h: str | None) -> str:
     return (h or "?")[:12]
 

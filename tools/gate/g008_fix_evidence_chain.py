@@ -14,7 +14,7 @@ from . import (
     g010_objective_before_after,
     g012_objective_invariant,
 )
-from .evidence import Check, Evidence, Findings, patch_payload, patched_paths, short
+from .evidence import Check, Evidence, Findings, patch_payload, patched_paths, same_harness, short
 from .passes import not_a_pass
 from .rule import Rule
 
@@ -54,11 +54,11 @@ def _from_failure(ev: Evidence, f: Check, patches: list[LedgerRecord], declared:
     first_patch = after_f[0]
     hid = f.v.harness_id
     passing = [c for c in ev.checks if c.v.passed is True and c.seq > first_patch.seq]
-    same = [c for c in passing if hid and c.v.harness_id == hid]
+    same = [c for c in passing if same_harness(f.v, c.v)]
     if not same:
         msg = (f"a passing FD check after the patch with the same harness as the failing check (record {f.seq}, "
-               f"harness_id {short(hid)}): rerun gradcheck with the same script or probe, eps policy, seed and "
-               "iteration")
+               f"harness_id {short(hid)}): rerun gradcheck with the same script or probe, arguments, seed and "
+               "iteration (more directions are allowed)")
         if passing:
             msg += (f"; the passing check (record {passing[-1].seq}) used a different harness "
                     f"({short(passing[-1].v.harness_id)}), so it does not compare like with like")

@@ -1,15 +1,28 @@
-"""What finish gathers itself before judging a fix: the runs the model need not make (the tracker, the
-workflow's rerun after the last patch). Refusing for their absence would only cost the model calls."""
+"""What finish gathers itself before judging a fix: what the model need not supply (the tracker, the workflow's
+rerun after the last patch, and a check with more directions when FD left a direction unresolved). Refusing for
+their absence would only cost the model calls; the gate still refuses for what contradicts the outcome."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..ledger import Ledger
 from ..records import TrackerEvent, WorkflowPayload
-from .evidence import Evidence, patched_paths
+from . import g006_first_and_later_iteration
+from .evidence import Check, Evidence, patched_paths
+
+MAX_DIRECTIONS = 16  # gradcheck's own bound on `directions`
+
+
+class CheckPlan(BaseModel):
+    """A gradcheck of the workflow with more directions, on the harness of the check it strengthens."""
+
+    directions: int
+    iteration: int | None = None
+    seed: int = 0
+    why: str = Field(description="What the last check left unresolved, in words.")
 
 
 class GatherPlan(BaseModel):
@@ -18,21 +31,48 @@ class GatherPlan(BaseModel):
     workflow: WorkflowPayload
     tracker: bool = False
     rerun: bool = False
+    check: CheckPlan | None = None
+
+
+def _unresolved(checks: list[Check]) -> CheckPlan | None:
+    """A check with more directions when the latest check of the patched workflow did not fail but left G006 short:
+    no verdict with a direction unresolved, or a pass with fewer than MIN_DIRECTIONS agreeing at an iteration."""
+    if not checks:
+        return None
+    last = checks[-1]
+    if last.v.passed is False:
+        return None  # a failure contradicts the fix: that is the model's to answer, not more sampling
+    unresolved = any(d.status == "unresolved" for d in last.v.directions)
+    if last.v.passed is None and not unresolved:
+        return None
+    passing = [c for c in checks if c.v.passed is True]
+    if last.v.passed is True and not g006_first_and_later_iteration.strength_missing(passing, ""):
+        return None
+    asked = last.v.harness.directions or g006_first_and_later_iteration.MIN_DIRECTIONS
+    if asked >= MAX_DIRECTIONS:
+        return None
+    why = ("its verdict was left open by an unresolved direction" if last.v.passed is None else
+           f"it passed with fewer than {g006_first_and_later_iteration.MIN_DIRECTIONS} resolved agreeing directions "
+           "at an iteration")
+    return CheckPlan(directions=min(MAX_DIRECTIONS, 2 * asked), iteration=last.v.harness.iteration,
+                     seed=last.v.harness.seed or 0, why=f"the check at record {last.seq}: {why}")
 
 
 def gather_plan(workspace: Path) -> GatherPlan | None:
-    """The runs finish should make before judging `fixed` (None: no workflow, no patch, or no passing check of
-    the patched files yet, which only the model can supply)."""
+    """The runs finish should make before judging `fixed` (None: no workflow, no patch, or no check of the patched
+    files yet, which only the model can supply)."""
     records, _ = Ledger(workspace).read()
     ev = Evidence(records, Path(workspace))
     patches = [r for r in ev.patches() if patched_paths(r)]
     if ev.workflow is None or not ev.workflow.script or not patches:
         return None
     last = patches[-1].seq
-    if not any(c.v.passed is True and c.seq > last and ev.current(c.rec) for c in ev.checks):
+    check = _unresolved([c for c in ev.checks if c.seq > last and ev.current(c.rec)
+                             and c.v.script == ev.workflow.script and c.v.harness.args == ev.workflow.args])
+    if not any(c.v.passed is True and c.seq > last and ev.current(c.rec) for c in ev.checks) and check is None:
         return None  # the model has not checked the patched program yet: running the rest would prove nothing
     trackers = [r for r in ev.records if isinstance(r.event, TrackerEvent) and r.seq > last and ev.current(r)]
     reruns = [r for r, v in ev.runs if r.seq > last and not v.changed and not v.failed() and v.cut_short_at is None
               and ev.current(r) and not ev.run_departures(r, v)]
-    plan = GatherPlan(workflow=ev.workflow, tracker=not trackers, rerun=not reruns)
-    return plan if plan.tracker or plan.rerun else None
+    plan = GatherPlan(workflow=ev.workflow, tracker=not trackers, rerun=not reruns, check=check)
+    return plan if plan.tracker or plan.rerun or plan.check else None

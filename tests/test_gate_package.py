@@ -182,3 +182,15 @@ def test_a_pass_with_another_seed_or_fewer_directions_is_not_like_for_like(ws):
     Ledger(ws).append("run", _run(ws, [12.5, 0.5, 0.1]))
     text = "\n".join(gate.check_finish(ws, "fixed").missing)
     assert "[G008 fix-evidence-chain] a passing FD check after the patch with the same harness" in text, text
+
+
+def test_gradients_correct_short_of_a_resolved_direction_plans_the_check_too_and_nothing_else(ws):
+    _first_run(ws)
+    Ledger(ws).append("gradcheck", _specced(_check(ws, True, iterations={0: (True, 3), 1: (True, 2)})))
+    assert "[G006 first-and-later-iteration]" in "\n".join(gate.check_finish(ws, "gradients_correct").missing)
+    plan = gate.gather_plan(ws, "gradients_correct")
+    assert plan is not None and plan.check is not None and plan.check.directions == 6
+    assert not plan.tracker and not plan.rerun, "an unmodified program needs no tracker or rerun from finish"
+    Ledger(ws).append("gradcheck", _specced(_check(ws, True, iterations={0: (True, 6), 1: (True, 6)}), directions=6))
+    assert gate.gather_plan(ws, "gradients_correct") is None
+    assert gate.check_finish(ws, "gradients_correct").accepted

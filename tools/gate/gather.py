@@ -58,21 +58,30 @@ def _unresolved(checks: list[Check]) -> CheckPlan | None:
                      seed=last.v.harness.seed or 0, why=f"the check at record {last.seq}: {why}")
 
 
-def gather_plan(workspace: Path) -> GatherPlan | None:
-    """The runs finish should make before judging `fixed` (None: no workflow, no patch, or no check of the patched
-    files yet, which only the model can supply)."""
+def gather_plan(workspace: Path, outcome: str = "fixed") -> GatherPlan | None:
+    """The runs finish should make before judging `outcome` (None: nothing to gather, or what is missing only the
+    model can supply: for a fix, a patch and a check of the patched files).
+
+    `fixed` and `objective_changed`: the tracker and the workflow's rerun after the last patch, and a check with
+    more directions when the check of the patched files left one unresolved. `gradients_correct` and
+    `not_a_gradient_bug`: only that check, on the files as they are."""
     records, _ = Ledger(workspace).read()
     ev = Evidence(records, Path(workspace))
-    patches = [r for r in ev.patches() if patched_paths(r)]
-    if ev.workflow is None or not ev.workflow.script or not patches:
+    wf = ev.workflow
+    if wf is None or not wf.script:
         return None
-    last = patches[-1].seq
+    patches = [r for r in ev.patches() if patched_paths(r)]
+    last = patches[-1].seq if patches else -1
     check = _unresolved([c for c in ev.checks if c.seq > last and ev.current(c.rec)
-                             and c.v.script == ev.workflow.script and c.v.harness.args == ev.workflow.args])
+                         and c.v.script == wf.script and c.v.harness.args == wf.args])
+    if outcome in ("gradients_correct", "not_a_gradient_bug"):
+        return GatherPlan(workflow=wf, check=check) if check is not None else None
+    if not patches:
+        return None
     if not any(c.v.passed is True and c.seq > last and ev.current(c.rec) for c in ev.checks) and check is None:
         return None  # the model has not checked the patched program yet: running the rest would prove nothing
     trackers = [r for r in ev.records if isinstance(r.event, TrackerEvent) and r.seq > last and ev.current(r)]
     reruns = [r for r, v in ev.runs if r.seq > last and not v.changed and not v.failed() and v.cut_short_at is None
               and ev.current(r) and not ev.run_departures(r, v)]
-    plan = GatherPlan(workflow=ev.workflow, tracker=not trackers, rerun=not reruns, check=check)
+    plan = GatherPlan(workflow=wf, tracker=not trackers, rerun=not reruns, check=check)
     return plan if plan.tracker or plan.rerun or plan.check else None

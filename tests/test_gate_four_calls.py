@@ -1,6 +1,7 @@
 """A right fix goes through in four calls over a real MCP stdio session (issue 23): diagnose (its run and its
 failing check are the before-evidence) -> edit_file -> gradcheck -> finish (which runs the tracker and the
-workflow's rerun itself). The client counts its calls; `undo` is listed as a tool."""
+workflow's rerun itself). The client counts its calls; `undo` is listed as a tool. On programs written for the
+test, and on blind programs written outside the team with their graders' recorded fixes."""
 
 from __future__ import annotations
 

@@ -194,3 +194,24 @@ def test_gradients_correct_short_of_a_resolved_direction_plans_the_check_too_and
     Ledger(ws).append("gradcheck", _specced(_check(ws, True, iterations={0: (True, 6), 1: (True, 6)}), directions=6))
     assert gate.gather_plan(ws, "gradients_correct") is None
     assert gate.check_finish(ws, "gradients_correct").accepted
+
+
+# -- G010 where diagnose cut the run before short ------------------------------------------------------------
+
+
+def test_a_right_fix_slower_at_first_than_the_cut_short_buggy_run_counts_when_it_ends_below_its_best(ws):
+    """The wrong gradient overshoots: it is ahead at the point where diagnose stopped it. The rerun is behind
+    there, but ends below anything the buggy run reached."""
+    _first_run(ws, [12.5, 9.0], cut_short_at=1)
+    Ledger(ws).append("gradcheck", _check(ws, False))
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    Ledger(ws).append("gradcheck", _check(ws, True))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 10.0, 9.2]))
+    text = "\n".join(gate.check_finish(ws, "fixed").missing)
+    assert "[G010 objective-before-after]" in text and "does not improve on 9.0" in text, text
+    Ledger(ws).append("run", _run(ws, [12.5, 10.0, 4.0, 1.0]))
+    result = gate.check_finish(ws, "fixed")
+    assert result.accepted, result.missing
+    assert (result.comparison.before, result.comparison.after) == (9.0, 1.0)
+    assert "best of the run before" in result.comparison.quantity

@@ -61,7 +61,7 @@ def objective_improves(before: LedgerRecord, after: LedgerRecord) -> tuple[bool,
         return False, (f"the run before the patch (record {before.seq}) shows {what}, so there is nothing to compare "
                        "the rerun with: name the quantity the script prints (run_script metric=...) or run the "
                        "unpatched workflow again (undo, run, redo)"), None
-    where = ""
+    where, full = "", q_after
     if bv.cut_short_at is not None and len(q_after.values) > len(q_before.values):
         # The run before was stopped once its trend was read (diagnose): compare at the same printed point.
         q_after = q_after.model_copy(update={"values": q_after.values[:len(q_before.values)]})
@@ -85,5 +85,27 @@ def objective_improves(before: LedgerRecord, after: LedgerRecord) -> tuple[bool,
     if q_after.bad(a) < q_after.bad(b):
         cmp.verdict = f"{q_after.label} improved"
         return True, cmp.verdict, cmp
+    if full is not q_after:
+        done = _beats_the_best_of_a_cut_short_run(full, q_before, before.seq, after.seq)
+        if done is not None:
+            return True, done.verdict, done
     return False, (f"the rerun (record {after.seq}) ends at {a!r}, which does not improve on {b!r} "
                    f"(record {before.seq}) by the {q_after.label}"), None
+
+
+def _beats_the_best_of_a_cut_short_run(after: _Quantity, before: _Quantity, before_seq: int,
+                                       after_seq: int) -> Comparison | None:
+    """A right fix may descend more slowly at first than a wrong gradient that overshoots: where the run before was
+    cut short, the rerun also counts when it ends better than the best value the run before ever reached (the
+    buggy run was stopped, so where it would have ended is unknown; its best is all it showed)."""
+    finite = [x for x in before.values if math.isfinite(x)]
+    end = after.values[-1]
+    if not finite or not math.isfinite(end):
+        return None
+    best = min(finite, key=after.bad)
+    if after.bad(end) >= after.bad(best):
+        return None
+    return Comparison(quantity=f"{after.label}: the rerun's end against the best of the run before (cut short at "
+                      f"printed point {len(before.values)})", before_seq=before_seq, after_seq=after_seq, before=best,
+                      after=end, verdict=f"{after.label} ends below the best the run before reached before it was "
+                      "cut short")

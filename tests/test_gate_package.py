@@ -98,6 +98,18 @@ def test_every_refusal_of_a_fix_names_its_rule_and_a_call(ws):
         assert any(c in line for c in calls), line
 
 
+def test_every_refusal_of_every_outcome_names_a_rule_of_the_catalog(ws):
+    """An empty ledger refuses every outcome; not one missing piece is untagged."""
+    for outcome in gate.OUTCOMES:
+        result = gate.check_finish(ws, outcome)
+        assert not result.accepted and result.missing, outcome
+        for line in result.missing:
+            tag = re.match(r"\[(G\d{3}) ([a-z-]+)\] ", line)
+            assert tag and RULES[tag.group(1)].name == tag.group(2), (outcome, line)
+    misplaced = gate.check_finish(ws, "gradients_correct", also="learning_rate_too_high").missing
+    assert any(m.startswith("[G013 second-cause-evidence]") and "beside a fix" in m for m in misplaced), misplaced
+
+
 # -- G012 compares what the script reports: the objective times the factor the check reports ----------------
 
 

@@ -16,6 +16,8 @@ from . import (
     g011_checks_the_workflow,
     g012_objective_invariant,
     g013_second_cause_evidence,
+    g014_failure_on_record,
+    g015_check_on_record,
 )
 from .rule import Rule
 
@@ -23,7 +25,7 @@ RULE_MODULES = (
     g001_intact_signed_ledger, g002_no_current_failure, g003_full_objective, g004_probe_tied_to_script,
     g005_nonzero_pass, g006_first_and_later_iteration, g007_workflow_run, g008_fix_evidence_chain,
     g009_clean_tracker, g010_objective_before_after, g011_checks_the_workflow, g012_objective_invariant,
-    g013_second_cause_evidence,
+    g013_second_cause_evidence, g014_failure_on_record, g015_check_on_record,
 )
 RULES: dict[str, Rule] = {m.RULE.id: m.RULE for m in RULE_MODULES}
 

@@ -19,6 +19,8 @@ from . import (
     g008_fix_evidence_chain,
     g010_objective_before_after,
     g013_second_cause_evidence,
+    g014_failure_on_record,
+    g015_check_on_record,
 )
 from .evidence import Evidence, Findings
 from .g012_objective_invariant import ObjectiveShift
@@ -86,28 +88,11 @@ def _not_a_gradient_bug(ev: Evidence) -> Findings:
 
 
 def _blocked(ev: Evidence) -> Findings:
-    why = [r for r, v in ev.runs if v.failed() and v.says_why()]
-    if not why:
-        return Findings(missing=["a recorded failed run that shows why the program cannot run (a run record with "
-                                 "ok=false and its error or stderr): run_script the program so the failure is on "
-                                 "record"])
-    current = [r for r in why if not ev.stale(r)]
-    if not current:
-        return Findings(missing=[f"the failed run (record {why[-1].seq}) is stale: the files changed since; run it "
-                                 "again to show it still fails"])
-    return Findings(evidence={"failed_run": current[-1].seq})
+    return g014_failure_on_record.check(ev)
 
 
 def _diagnosis_only(ev: Evidence) -> Findings:
-    checks = [c for c in ev.checks if c.v.passed is not None and c.v.full_horizon]
-    good = [c for c in checks if ev.current(c.rec)]
-    if good:
-        return Findings(evidence={"check": good[-1].seq})
-    if checks:
-        return Findings(missing=[f"a full-horizon FD check on the files as they are now: the check (record "
-                                 f"{checks[-1].seq}) lists no files or is stale; rerun gradcheck"])
-    return Findings(missing=["a full-horizon FD check (gradcheck with ok=true over the user's objective and "
-                             "horizon)"])
+    return g015_check_on_record.check(ev)
 
 
 _OUTCOME_RULES = {
@@ -171,8 +156,8 @@ def check_finish(workspace: Path, outcome: str, also: str | None = None) -> Gate
       workflow run on those files (G007).
     - `not_a_gradient_bug`: as `gradients_correct` without G007, plus a workflow run with the suspected cause
       changed that improves on the baseline run (G010).
-    - `blocked`: a failed run that records why.
-    - `diagnosis_only`: a full-horizon check (passing or failing) on the files as they are.
+    - `blocked`: a failed run that records why (G014).
+    - `diagnosis_only`: a full-horizon check (passing or failing) on the files as they are (G015).
 
     Args:
         workspace: The workspace root.
@@ -191,7 +176,8 @@ def check_finish(workspace: Path, outcome: str, also: str | None = None) -> Gate
     out = _OUTCOME_RULES[outcome](ev)
     if also is not None:
         if outcome not in ("fixed", "objective_changed"):
-            out.missing.append(f"a second cause ({also}) is named only beside a fix: finish with outcome 'fixed'")
+            out.missing.append(g013_second_cause_evidence.RULE.refusal(
+                f"a second cause ({also}) is named only beside a fix: finish(outcome='fixed', also='{also}')"))
         else:
             second = g013_second_cause_evidence.check(ev, also)
             out.missing += second.missing

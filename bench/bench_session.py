@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(suite.workspace(str(c.id)), ws)
             s = anyio.run(play, str(c.id), ws, c.entry, suite.fixed_dir(str(c.id)), env)
         print(f"{s.case}: {len(s.calls)} calls, {s.text_chars:,} characters, {s.wall_s} s, {s.gate}", flush=True)
+        if s.refusal:  # what refused it, as the model read it: the finding a refusal is
+            print("  " + s.refusal.replace("\n", "\n  "), flush=True)
         stats.append(s)
     print(table(stats))
     out = Path(a.out)

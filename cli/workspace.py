@@ -80,7 +80,8 @@ def register(app: typer.Typer) -> None:
                 print(json.dumps([r.model_dump() for r in RULES.values()], indent=1))
             else:
                 for r in RULES.values():
-                    print(f"{r.id} {r.name}: {r.summary}\n  why: {r.why}\n  satisfied by: {r.satisfied_by}")
+                    print(f"{r.id} {r.name}: {r.summary}\n  refuses: {r.refuses}\n  why: {r.why}\n"
+                          f"  satisfied by: {r.satisfied_by}\n  supplied by: {r.call}")
             return
         _require_workspace(workspace, "gate")
         if outcome is None:

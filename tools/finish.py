@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .gate import OtherCause, Outcome, check_finish, gather_plan
+from .gradcheck import GradcheckArgs, gradcheck
 from .ledger import Ledger
 from .records import Comparison, FinishPayload
 from .registry import ToolError, tool
@@ -15,13 +16,22 @@ from .run_script import RunScriptArgs, run_script
 from .tracker import InstrumentArgs, instrument
 
 
-def _gather(workspace: Path) -> list[str]:
-    """Make the runs the gate can gather itself (the tracker, the workflow's rerun) after the last patch; what
-    ran, in words. Each run is recorded in the ledger by its own tool, like any other call of it."""
-    plan = gather_plan(workspace)
+def _gather(workspace: Path, outcome: str) -> list[str]:
+    """Make what the gate can gather itself after the last patch (a check with more directions when FD left one
+    unresolved, the tracker, the workflow's rerun); what ran, in words. Each run is recorded in the ledger by its
+    own tool, like any other call of it."""
+    plan = gather_plan(workspace, outcome)
     if plan is None:
         return []
     wf, done = plan.workflow, []
+    if plan.check is not None:
+        c = plan.check
+        gradcheck(GradcheckArgs(script=wf.script, args=wf.args, directions=c.directions, iteration=c.iteration,
+                                seed=c.seed), workspace)
+        done.append(f"gradcheck of {wf.script} with {c.directions} directions ({c.why})")
+        plan = gather_plan(workspace, outcome)
+        if plan is None or plan.check is not None:
+            return done  # still unresolved (or failed): the tracker and the rerun follow only a check that settled
     if plan.tracker:
         instrument(InstrumentArgs(script=wf.script, args=wf.args), workspace)
         done.append(f"the tracker on {wf.script}")
@@ -32,6 +42,9 @@ def _gather(workspace: Path) -> list[str]:
                                  metric_target=m.target if m else None), workspace)
         done.append(f"the workflow's rerun ({' '.join([wf.script, *wf.args])})")
     return done
+
+
+GATHERS_FOR = ("fixed", "objective_changed", "gradients_correct", "not_a_gradient_bug")
 
 
 class FinishArgs(BaseModel):
@@ -73,15 +86,15 @@ def finish(args: FinishArgs, workspace: Path) -> FinishResult:
     of it count. `fixed` needs: a failing FD check (diagnose's counts); a patch after it; a passing FD check
     with the same harness on the files as they are now, agreeing in 3+ directions at iteration 0 and a later
     one; the objective at iteration 0 unchanged by the patch; a clean tracker run and a workflow rerun that
-    improves on the run before (finish makes these two runs itself when they are missing). So a right fix
-    is: diagnose -> edit -> gradcheck -> finish. `gradients_correct` needs the same checks on the unmodified
+    improves on the run before (finish makes these two runs itself when they are missing, and reruns gradcheck
+    with more directions when one stayed unresolved). So a right fix is: diagnose -> edit -> gradcheck -> finish. `gradients_correct` needs the same checks on the unmodified
     program and a workflow run. Each missing piece names the gate rule and the call that supplies it. On
     success the report's Markdown is returned.
     """
     gate = check_finish(workspace, args.outcome, args.also)
     gathered: list[str] = []
-    if not gate.accepted and args.outcome in ("fixed", "objective_changed"):
-        gathered = _gather(workspace)
+    if not gate.accepted and args.outcome in GATHERS_FOR:
+        gathered = _gather(workspace, args.outcome)
         if gathered:
             gate = check_finish(workspace, args.outcome, args.also)
     if not gate.accepted:

@@ -609,8 +609,10 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
         engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=args.directions, seed=args.seed)
         report = engine.check(elements=args.elements)
     else:
-        # Three directions: the finish gate needs resolved agreement in three at the first iteration too.
-        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=3, seed=args.seed + 1)
+        # At least three directions: the finish gate needs resolved agreement in three at the first iteration
+        # too; more when asked (finish asks more to resolve a direction FD left open).
+        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=max(3, args.directions),
+                             seed=args.seed + 1)
         report = engine.check_at(*after)
     res.tape_gradient_passed = _tape_gradient(res, roles, fparams, cached, objective * scale, engine, after)
     # Evaluations really run (the tape's own judgement reuses the first's), + capture and baseline on a sweep.

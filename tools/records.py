@@ -14,6 +14,8 @@ unchanged (no version field is needed).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Annotated, Any, Literal
 
@@ -61,10 +63,26 @@ class IterationCheck(Payload):
 
 
 class CheckHarness(Payload):
+    """The harness spec a check ran with (its `harness_id` is the hash of it); the fields the gate reads are typed,
+    the others kept as they were written so the spec can be matched against its hash."""
+
+    model_config = ConfigDict(extra="allow")
+
     objective: str | None = Field(None, description="A named objective variable (capture `--objective NAME`).")
     declared_objective: bool = False
     args: list[str] = Field(default_factory=list, description="The arguments the checked script ran with.")
     directions: int | None = Field(None, description="Random directions asked for per iteration.")
+    iteration: int | None = Field(None, description="The iteration asked for (None: gradcheck's default).")
+    seed: int | None = Field(None, description="The seed of the random directions.")
+
+    def spec_without_directions(self, harness_id: str | None) -> dict[str, Any] | None:
+        """The spec as written, less the number of directions, when it is the one `harness_id` hashes (None
+        otherwise: a record that kept only part of its spec cannot show what else its harness was)."""
+        spec = self.model_dump(mode="json", exclude_unset=True)
+        digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+        if not harness_id or digest != harness_id:
+            return None
+        return {k: v for k, v in spec.items() if k != "directions"}
 
 
 ObjectiveKind = Literal["script", "partial", "probe", "probe_declared"]
@@ -93,6 +111,8 @@ class GradcheckPayload(Payload):
     unreliable_reason: str | None = Field(None, description="Set by the engine when the check cannot be trusted.")
     nondeterministic: bool = Field(False, description="An unperturbed rerun did not reproduce the objective.")
     supersedes: list[int] = Field(default_factory=list, description="Seqs of failing checks this one explains.")
+    reported_factor: float | None = Field(None, description="The loss the script prints is this x the one seeded "
+                                          "into backward (None: the same, or not printed).")
     per_iteration: list[IterationCheck] = Field(default_factory=list, description="Each checked iteration's "
                                                 "verdict, objective and agreeing directions (newer records).")
 

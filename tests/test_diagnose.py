@@ -105,7 +105,8 @@ def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):
     kinds = [
         json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()
     ]
-    # Verified gradients and no overwrite finding: the tracker has nothing to confirm and does not run.
+    # Verified gradients and no overwrite finding: the tracker (started alongside the check) has nothing to
+    # confirm, so its records and time are not part of the diagnosis.
     # The plain run fixes the workflow (issue 23): the gate then judges every check against it.
     assert kinds == ["run", "workflow", "gradcheck", "diagnose"]
     assert r.tracker is None and "tracker" not in r.timings and r.run_cut_short_at is None

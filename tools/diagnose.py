@@ -571,10 +571,10 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
     st.say("run")
     # The plain run and the FD check (whose capture run also carries the tape inspection) look at the same
     # unchanged program and neither needs the other's result, so they run side by side; the plain run stops
-    # once its trend is read. The tracker (its own module build) runs only when the evidence gives it
-    # something to confirm, as soon as that is known: a rule's overwrite finding (the rules need the plain
-    # run's files), or the FD check's verdict. On a script that cannot run every stage fails as fast as it
-    # does, and only the plain run's verdict (blocked) is reported.
+    # once its trend is read. The tracker (its own module build) follows the plain run on its thread; its
+    # records weigh in only when the evidence gives them something to confirm (a rule's overwrite finding, or
+    # a gradient that is not verified). On a script that cannot run every stage fails as fast as it does, and
+    # only the plain run's verdict (blocked) is reported.
     with ThreadPoolExecutor(3) as pool:
         st.pool = pool
         run_future = pool.submit(st.timed("run", st.plain_run))
@@ -588,19 +588,24 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         if not run.ok:
             return st.blocked(run)  # the pool still waits for the FD check, which fails as the script does
         st.rules(run)
-        if st.overwrite_finding():
-            st.start_tracker()
+        # The tracker starts now, in the slot the plain run frees (at most two runs at once besides the FD
+        # hubs), rather than after the first verdict: it was the last run on the critical path, running alone
+        # for seconds after the FD check ended. Its records are used only when the evidence asks for them
+        # (`needs_tracker`); on a program whose gradient is verified it runs for nothing, alongside the check.
+        st.start_tracker()
         st.say("gradcheck")
         gc = gc_future.result()  # an error of the check itself (not of the script) propagates
         st.verdict(gc)
         st.record("gradcheck", gc)
-        if st.needs_tracker():
-            st.start_tracker()
         res.tape = st.tape_for(gc)
         if st.tracker_future is not None and st.needs_tracker():
             st.say("tracker")
             res.tracker = st.tracker_future.result()
-    if res.tracker is not None:
+        elif st.tracker_future is not None:
+            st.tracker_future.cancel()  # still queued: it never starts; running: the pool waits for it below
+    if res.tracker is None:
+        res.timings.pop("tracker", None)  # its time is not part of this diagnosis when its records are not
+    else:
         st.record("tracker", res.tracker)
     _rank(st.workspace, res)
     st.bisect_if_ambiguous()

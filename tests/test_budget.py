@@ -170,6 +170,12 @@ def test_every_tool_stage_on_the_largest_suite_program_fits_its_budget(largest):
     direct = {"workspace_overview": {}, "quick_checks": {}, "search_code": {"pattern": "wp"},
               "shrink": {"script": res.script}, "read_file": {"path": res.script}}
     stages |= {name: tools[name].call(args, ws) for name, args in direct.items()}
+    # The editing tools last (they change the workspace; undo puts it back), on the largest file of the program.
+    big = max((p for p in ws.rglob("*.py") if ".warpgrad" not in p.parts), key=lambda p: p.stat().st_size)
+    line = next(ln for ln in big.read_text(encoding="utf-8").splitlines() if ln.strip().startswith("import "))
+    rel = big.relative_to(ws).as_posix()
+    stages["edit_file"] = tools["edit_file"].call({"path": rel, "old_text": line, "new_text": line + "  # x"}, ws)
+    stages["undo"] = tools["undo"].call({}, ws)
     for name, record in stages.items():
         if record is None:
             continue

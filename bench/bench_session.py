@@ -8,8 +8,9 @@ a run stopped early keeps the cases it finished.
 Per case, on a fresh copy of its workspace, one `warpgrad mcp` server (the console script a host spawns):
 
 1. `diagnose` on the case's entry script;
-2. the fix: the `edit_file` call diagnose offers as a ready fix when it offers one, else the case's recorded
-   fix (the grader's `fixed/` overlay) as one `apply_patch`; no call when the case has neither;
+2. when diagnose found the gradient wrong, the fix: the `edit_file` call diagnose offers as a ready fix when it
+   offers one, else the case's recorded fix (the grader's `fixed/` overlay) as one `apply_patch`; no call when
+   the case has neither, or when diagnose found no wrong gradient;
 3. `gradcheck` on the entry script;
 4. `finish`: `fixed` when diagnose found the gradient wrong, else `gradients_correct`.
 
@@ -119,8 +120,10 @@ async def play(case_id: str, workspace: Path, script: str, fixed: Path, env: dic
         record = json.loads((await client.read_resource(link.uri)).contents[0].text) if link is not None else {}
         wrong = record.get("gradients_wrong")
         verdict = {True: "wrong", False: "correct", None: "no verdict"}[wrong]
-        ready = _ready_fix(record)
-        diff = None if ready is not None else _recorded_fix(workspace, fixed)
+        # A model follows the diagnosis: it fixes only a gradient diagnose found wrong (a recorded fix applied to a
+        # program then claimed correct is refused by the gate for the modification, not for the evidence).
+        ready = _ready_fix(record) if wrong else None
+        diff = None if ready is not None or not wrong else _recorded_fix(workspace, fixed)
         fix = "ready" if ready is not None else ("recorded" if diff else "none")
         if ready is not None:
             await _call(client, "edit_file", ready, calls)

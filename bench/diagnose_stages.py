@@ -10,6 +10,9 @@ each (the cache fills, the tracker's instrumented build is made), `--reps` round
 - `traced`: the same command with every harness run, FD hub request and hub close, the worker's prewarm and
   the diagnose stages timed from inside (a wrapper around the functions, nothing else changed), written as a
   timeline: what starts when, what ends when, and what the result waited for last.
+- `baseline` (with `--baseline DIR`): the one-shot command again with `PYTHONPATH=DIR`, another warpgrad
+  (`DIR/warpgrad`, e.g. an export of an earlier commit), in the same rounds: a before/after comparison that
+  a loaded machine cannot skew one way.
 The order reverses every round so a change of the machine's load hits each side. The ratio is the median
 diagnose over the median script run of the same rounds. Wall seconds: the sandboxed harness processes are
 not this process's children for CPU accounting.
@@ -124,9 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", default="examples/bouncing_chain/train.py")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "diagnose_stages.json"))
+    ap.add_argument("--baseline", default=None, help="A folder holding another warpgrad (DIR/warpgrad) to time "
+                    "in the same rounds.")
     a = ap.parse_args(argv)
     src = (ROOT / a.script).resolve()
     times: dict[str, list[float]] = {"script": [], "diagnose": [], "traced": []}
+    if a.baseline:
+        times["baseline"] = []
     traces: list[list[dict]] = []
     with tempfile.TemporaryDirectory(prefix="wg-stages-") as tmp:
         ws = Path(tmp) / "ws"
@@ -138,18 +145,24 @@ def main(argv: list[str] | None = None) -> int:
         one_shot = [WARPGRAD, "diagnose", entry, "--json", "--no-record"]
         _timed(script, ws, env)  # fills the kernel cache
         _timed(one_shot, ws, env)  # warpgrad's own builds (the tracker's instrumented module)
+        base_env = env | {"PYTHONPATH": str(Path(a.baseline).resolve())} if a.baseline else env
+        if a.baseline:
+            _timed(one_shot, ws, base_env)
         for r in range(a.reps):
-            order = ["script", "diagnose", "traced"]
+            order = list(times)
             for kind in order if r % 2 == 0 else order[::-1]:
                 if kind == "traced":
                     wall, events = _traced(entry, ws, env, Path(tmp) / f"trace{r}.json")
                     times[kind].append(wall)
                     traces.append(events)
                 else:
-                    times[kind].append(_timed(script if kind == "script" else one_shot, ws, env))
+                    times[kind].append(_timed(script if kind == "script" else one_shot, ws,
+                                              base_env if kind == "baseline" else env))
             print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
     med = {k: round(statistics.median(v), 2) for k, v in times.items() if v}
     ratio = round(med["diagnose"] / med["script"], 2)
+    if a.baseline:
+        print(f"baseline ({a.baseline}): median {med['baseline']} s, {med['baseline'] / med['script']:.2f}x the script")
     # The trace of the median traced run.
     pick = sorted(range(len(traces)), key=lambda i: times["traced"][i])[len(traces) // 2] if traces else None
     report = {"command": " ".join(["python", "bench/diagnose_stages.py", *(argv if argv is not None else sys.argv[1:])]),

@@ -95,7 +95,8 @@ async def _call(client: Client, tool: str, arguments: dict[str, Any], calls: lis
     # What the model reads: the text blocks, and a resource link's uri, name and description.
     text = sum(len(c.text) if c.type == "text" else len(f"{c.uri} {c.name} {c.description or ''}")
                for c in r.content if c.type in ("text", "resource_link"))
-    structured = len(json.dumps(r.structured_content)) if r.structured_content is not None else 0
+    # Compact JSON, as it travels (and as the tool's budget counts it).
+    structured = len(json.dumps(r.structured_content, separators=(",", ":"))) if r.structured_content is not None else 0
     calls.append(CallStat(tool=tool, text_chars=text, structured_chars=structured,
                           wall_s=round(time.perf_counter() - t, 2), is_error=bool(r.is_error)))
     return r

@@ -3,7 +3,8 @@
 Every registry tool is listed with its input and output schema and read-only/destructive annotations.
 A call answers with the tool's one-screen text (`detail="full"`: the whole record as JSON), a resource
 link to the full record (`warpgrad://results/<n>-<tool>`, readable for the rest of the session), and the
-full record as structured content for programs (a host shows the model the text). The skill is the
+record as structured content for programs, fitted to the tool's budget like the text (`detail="full"`:
+whole). The skill is the
 prompt `warpgrad`; each reference is a resource `warpgrad://references/<name>`. A tool that refuses, crashes, times out or gets bad arguments returns
 `is_error` and the server keeps serving. The workspace is fixed when the server starts.
 
@@ -185,7 +186,12 @@ def build_server(
         link = types.ResourceLink(type="resource_link", uri=uri, name=uri.removeprefix(RESULT_URI),
                                   mime_type="application/json",
                                   description=f"the full {params.name} record ({len(result)} characters)")
-        return types.CallToolResult(content=[*_text(output), link], structured_content=json.loads(result))
+        # The structured content is fitted to the tool's budget like the text (some hosts show it to the model;
+        # the full record was 653k characters on the largest suite program); the link reads the whole record.
+        data = json.loads(result)
+        if spec is not None:
+            data = spec.structured(data, "full" if (params.arguments or {}).get("detail") == "full" else "summary")
+        return types.CallToolResult(content=[*_text(output), link], structured_content=data)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(

@@ -1,18 +1,22 @@
 """Benchmark: the minimal session a model plays on a suite case, through a real MCP client over stdio.
 
 Run: `python bench/bench_session.py [--suite evals] [--cases mpm_sand_wind,curling] [--out
-bench/results/session.json]`
+bench/results/session.json]`, or `--all` for every suite case and every blind case (`evals`, `evals/blind`,
+`evals/blind3`; default out `bench/results/session_all.json`). The results file is rewritten after every case, so
+a run stopped early keeps the cases it finished.
 
 Per case, on a fresh copy of its workspace, one `warpgrad mcp` server (the console script a host spawns):
 
 1. `diagnose` on the case's entry script;
-2. the fix: the `edit_file` call diagnose offers as a ready fix when it offers one, else the case's recorded
-   fix (the grader's `fixed/` overlay) as one `apply_patch`; no call when the case has neither;
+2. when diagnose found the gradient wrong, the fix: the `edit_file` call diagnose offers as a ready fix when it
+   offers one, else the case's recorded fix (the grader's `fixed/` overlay) as one `apply_patch`; no call when
+   the case has neither, or when diagnose found no wrong gradient;
 3. `gradcheck` on the entry script;
 4. `finish`: `fixed` when diagnose found the gradient wrong, else `gradients_correct`.
 
 Per case: the calls made, the characters of text the model reads (the content blocks; the structured
-content a program reads is counted apart), each call's wall time at the client, and the gate's answer
+content, fitted to the same budget, is counted apart; the offered edit is read from the whole record through
+the resource link, as a program would), each call's wall time at the client, and the gate's answer
 (accepted, or refused with the rules it lists). The session stops there even when the gate refuses:
 the refusal is the finding, and the number of calls a refusal costs is what the table shows.
 """
@@ -48,6 +52,7 @@ class CallStat(BaseModel):
 
 
 class CaseStat(BaseModel):
+    suite: str = "evals"
     case: str
     script: str
     verdict: str
@@ -90,7 +95,8 @@ async def _call(client: Client, tool: str, arguments: dict[str, Any], calls: lis
     # What the model reads: the text blocks, and a resource link's uri, name and description.
     text = sum(len(c.text) if c.type == "text" else len(f"{c.uri} {c.name} {c.description or ''}")
                for c in r.content if c.type in ("text", "resource_link"))
-    structured = len(json.dumps(r.structured_content)) if r.structured_content is not None else 0
+    # Compact JSON, as it travels (and as the tool's budget counts it).
+    structured = len(json.dumps(r.structured_content, separators=(",", ":"))) if r.structured_content is not None else 0
     calls.append(CallStat(tool=tool, text_chars=text, structured_chars=structured,
                           wall_s=round(time.perf_counter() - t, 2), is_error=bool(r.is_error)))
     return r
@@ -109,10 +115,16 @@ async def play(case_id: str, workspace: Path, script: str, fixed: Path, env: dic
                                    cwd=str(workspace))
     async with Client(params, read_timeout_seconds=1800) as client:
         d = await _call(client, "diagnose", {"script": script}, calls)
-        wrong = (d.structured_content or {}).get("gradients_wrong")
+        # The structured content is fitted to the budget (strings may be cut): the offered edit is taken from the
+        # whole record, read through the result's resource link as a program would (no tool call).
+        link = next((c for c in d.content if c.type == "resource_link"), None)
+        record = json.loads((await client.read_resource(link.uri)).contents[0].text) if link is not None else {}
+        wrong = record.get("gradients_wrong")
         verdict = {True: "wrong", False: "correct", None: "no verdict"}[wrong]
-        ready = _ready_fix(d.structured_content)
-        diff = None if ready is not None else _recorded_fix(workspace, fixed)
+        # A model follows the diagnosis: it fixes only a gradient diagnose found wrong (a recorded fix applied to a
+        # program then claimed correct is refused by the gate for the modification, not for the evidence).
+        ready = _ready_fix(record) if wrong else None
+        diff = None if ready is not None or not wrong else _recorded_fix(workspace, fixed)
         fix = "ready" if ready is not None else ("recorded" if diff else "none")
         if ready is not None:
             await _call(client, "edit_file", ready, calls)
@@ -131,19 +143,25 @@ async def play(case_id: str, workspace: Path, script: str, fixed: Path, env: dic
 
 
 def table(stats: list[CaseStat]) -> str:
-    lines = ["| case | diagnose | fix | check after | calls | characters read | tool wall (s) | gate |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| suite | case | diagnose | fix | check after | calls | characters read | tool wall (s) | gate |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for s in stats:
         refused = f" ({', '.join(s.refused_rules)})" if s.refused_rules else ""
-        lines.append(f"| {s.case} | {s.verdict} | {s.fix} | {s.check_after} | {len(s.calls)} | {s.text_chars:,} | "
-                     f"{s.wall_s} | "
-                     f"{s.gate}{refused} |")
+        lines.append(f"| {s.suite} | {s.case} | {s.verdict} | {s.fix} | {s.check_after} | {len(s.calls)} | "
+                     f"{s.text_chars:,} | {s.wall_s} | {s.gate}{refused} |")
     if stats:
-        lines.append(f"| median | | | | {statistics.median(len(s.calls) for s in stats):g} | "
+        lines.append(f"| median | | | | | {statistics.median(len(s.calls) for s in stats):g} | "
                      f"{statistics.median(s.text_chars for s in stats):,.0f} | "
                      f"{statistics.median(s.wall_s for s in stats):.1f} | "
                      f"{sum('accepted' in s.gate for s in stats)}/{len(stats)} accepted |")
     return "\n".join(lines)
+
+
+def _write(out: Path, command: str, stats: list[CaseStat]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"command": command,
+                               "cases": [s.model_dump() | {"text_chars": s.text_chars, "wall_s": s.wall_s}
+                                         for s in stats], "table": table(stats)}, indent=2), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,31 +169,40 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suite", default=str(ROOT / "evals"), help="Suite folder (evals or evals/blind).")
+    ap.add_argument("--all", action="store_true", help="Every suite and blind case (evals, evals/blind, "
+                    "evals/blind3); --cases still narrows.")
     ap.add_argument("--cases", default="", help="Comma-separated case ids or parts of ids (default: every case "
                     "the skill should take on).")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "session.json"))
+    ap.add_argument("--out", default=None, help="Results file (default bench/results/session.json, with --all "
+                    "session_all.json).")
     a = ap.parse_args(argv)
-    suite = load_suite(a.suite)
+    folders = [ROOT / "evals", *sorted(p.parent for p in (ROOT / "evals").glob("blind*/evals.json"))] if a.all \
+        else [Path(a.suite)]
+    out = Path(a.out if a.out is not None else
+               ROOT / "bench" / "results" / ("session_all.json" if a.all else "session.json"))
     wanted = [w for w in a.cases.split(",") if w]
-    cases = [c for c in suite.cases if c.should_trigger and c.entry
-             and (not wanted or any(w in str(c.id) for w in wanted))]
     env = dict(os.environ)  # the server imports warpgrad as this process does (PYTHONPATH included)
-    stats = []
-    for c in cases:
-        with tempfile.TemporaryDirectory(prefix="wg-session-") as tmp:
-            ws = Path(tmp) / "ws"
-            shutil.copytree(suite.workspace(str(c.id)), ws)
-            s = anyio.run(play, str(c.id), ws, c.entry, suite.fixed_dir(str(c.id)), env)
-        print(f"{s.case}: {len(s.calls)} calls, {s.text_chars:,} characters, {s.wall_s} s, {s.gate}", flush=True)
-        if s.refusal:  # what refused it, as the model read it: the finding a refusal is
-            print("  " + s.refusal.replace("\n", "\n  "), flush=True)
-        stats.append(s)
+    command = " ".join(["python", "bench/bench_session.py", *(argv if argv is not None else sys.argv[1:])])
+    stats: list[CaseStat] = []
+    for folder in folders:
+        suite = load_suite(folder)
+        name = folder.resolve().relative_to(ROOT).as_posix() if folder.resolve().is_relative_to(ROOT) else str(folder)
+        cases = [c for c in suite.cases if c.should_trigger and c.entry
+                 and (not wanted or any(w in str(c.id) for w in wanted))]
+        for c in cases:
+            with tempfile.TemporaryDirectory(prefix="wg-session-") as tmp:
+                ws = Path(tmp) / "ws"
+                shutil.copytree(suite.workspace(str(c.id)), ws)
+                s = anyio.run(play, str(c.id), ws, c.entry, suite.fixed_dir(str(c.id)), env)
+            s.suite = name
+            print(f"{name}/{s.case}: {len(s.calls)} calls, {s.text_chars:,} characters, {s.wall_s} s, {s.gate}",
+                  flush=True)
+            if s.refusal:  # what refused it, as the model read it: the finding a refusal is
+                print("  " + s.refusal.replace("\n", "\n  "), flush=True)
+            stats.append(s)
+            _write(out, command, stats)
     print(table(stats))
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"command": " ".join(["python", "bench/bench_session.py", *(argv or sys.argv[1:])]),
-                               "cases": [s.model_dump() | {"text_chars": s.text_chars, "wall_s": s.wall_s}
-                                         for s in stats], "table": table(stats)}, indent=2), encoding="utf-8")
+    _write(out, command, stats)
     return 0
 
 

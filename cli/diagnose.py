@@ -143,6 +143,7 @@ def diagnose_cmd(
             else:
                 labels = {"run": "running the script", "gradcheck": "FD check (capture and tape, then perturbed runs)",
                           "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
+                          "tape_rerun": "inspecting the tape (again, at the iteration the check reported)",
                           "rules": "quick-check rules", "bisect": "bisecting the horizon"}
                 stage = ["starting"]
 

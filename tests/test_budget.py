@@ -2,12 +2,19 @@
 record stays one `detail="full"` away."""
 
 import json
+import math
+import os
 import shutil
+import sys
 from pathlib import Path
 
+import anyio
+import jsonschema
 import pytest
+from mcp import Client, StdioServerParameters
+from pydantic import BaseModel
 
-from warpgrad.tools.budget import SCREEN, compact, compact_json
+from warpgrad.tools.budget import OMITTED, SCREEN, compact, compact_json, fit_structured, relax_schema
 from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
 from warpgrad.tools.registry import load_tools
 
@@ -62,6 +69,57 @@ def test_identical_items_collapse_to_one_with_their_count_and_span():
     assert compact("x" * 700, str_cap=600).endswith("... [100 characters cut]")
 
 
+class Launch(BaseModel):
+    index: int
+    kernel: str
+    grad_norm: float
+    source: str | None
+
+
+class Record(BaseModel):
+    ok: bool
+    gradient: float
+    launches: list[Launch]
+    shape: tuple[int, int, int]
+    trace: list[float]
+    log: str
+
+
+def _size(data) -> int:
+    return len(json.dumps(data, separators=(",", ":")))
+
+
+def test_a_structured_record_over_budget_is_fitted_and_still_validates_against_the_relaxed_schema():
+    record = Record(ok=False, gradient=math.nan, shape=(3, 4, 5), trace=[float(i) for i in range(400)],
+                    log="x" * 5000,
+                    launches=[Launch(index=i, kernel="step", grad_norm=math.inf, source=None) for i in range(300)])
+    data = json.loads(record.model_dump_json())  # as the MCP server holds it: NaN and inf are null
+    schema = relax_schema(Record.model_json_schema())
+    with pytest.raises(jsonschema.ValidationError):  # the model's own schema rejects a NaN gradient
+        jsonschema.validate(data, Record.model_json_schema())
+    jsonschema.validate(data, schema)
+    small = {"ok": True, "gradient": None, "launches": [], "shape": [1, 2, 3], "trace": [], "log": ""}
+    assert fit_structured(small, 200) is small  # a record that fits is returned as it is
+    for budget in (SCREEN, 1500, 300):
+        fitted = fit_structured(data, budget)
+        assert _size(fitted) <= budget, budget
+        jsonschema.validate(fitted, schema)
+        assert fitted["ok"] is False  # the verdict, declared first, is the last thing left out
+        assert OMITTED in fitted
+    at_screen = fit_structured(data, SCREEN)
+    assert at_screen["launches"][0]["repeated"] == 300 and at_screen["launches"][0]["index"] == "0..299"
+    assert len(at_screen["trace"]) < 30 and "more" in at_screen["trace"][-2]
+    assert "characters cut" in at_screen["log"]
+    # Too small for even the tightest caps: whole fields go, last declared first, and are named with sizes.
+    tiny = fit_structured(data, 300)
+    assert "log" in tiny[OMITTED]["fields"] and "launches" in tiny[OMITTED]["fields"] and "ok" in tiny
+    # A property named like a schema keyword is still a property.
+    relaxed = relax_schema({"type": "object", "required": ["required"],
+                            "properties": {"required": {"type": "integer"}, "type": {"type": "string"}}})
+    assert relaxed["properties"] == {"required": {"type": ["integer", "null"]}, "type": {"type": "string"}}
+    assert "required" not in relaxed
+
+
 @pytest.mark.warp
 def test_sixty_identical_launches_read_as_one_entry_and_the_full_record_keeps_all(tmp_path):
     (tmp_path / "train.py").write_text(REPEATED_LAUNCHES, encoding="utf-8")
@@ -108,12 +166,51 @@ def test_every_tool_stage_on_the_largest_suite_program_fits_its_budget(largest):
     ws, res = largest
     tools = load_tools()
     stages = {"gradcheck": res.gradcheck, "inspect_tape": res.tape, "run_script": res.run, "instrument": res.tracker}
+    stages["diagnose"] = res
+    direct = {"workspace_overview": {}, "quick_checks": {}, "search_code": {"pattern": "wp"},
+              "shrink": {"script": res.script}, "read_file": {"path": res.script}}
+    stages |= {name: tools[name].call(args, ws) for name, args in direct.items()}
+    # The editing tools last (they change the workspace; undo puts it back), on the largest file of the program.
+    big = max((p for p in ws.rglob("*.py") if ".warpgrad" not in p.parts), key=lambda p: p.stat().st_size)
+    line = next(ln for ln in big.read_text(encoding="utf-8").splitlines() if ln.strip().startswith("import "))
+    rel = big.relative_to(ws).as_posix()
+    stages["edit_file"] = tools["edit_file"].call({"path": rel, "old_text": line, "new_text": line + "  # x"}, ws)
+    stages["undo"] = tools["undo"].call({}, ws)
     for name, record in stages.items():
         if record is None:
             continue
-        assert len(tools[name].answer(record, "summary")) <= tools[name].budget, name
-    direct = {"workspace_overview": {}, "quick_checks": {}, "search_code": {"pattern": "wp"},
-              "shrink": {"script": res.script}}
-    for name, args in direct.items():
-        record = tools[name].call(args, ws)
-        assert len(tools[name].answer(record, "summary")) <= tools[name].budget == SCREEN, name
+        spec = tools[name]
+        assert len(spec.answer(record, "summary")) <= spec.budget, name
+        # The structured form too (MCP structured content), and it validates against the output schema.
+        data = json.loads(record.model_dump_json())
+        fitted = spec.structured(data, "summary")
+        assert _size(fitted) <= spec.budget, name
+        jsonschema.validate(fitted, spec.output_schema())
+        jsonschema.validate(data, spec.output_schema())
+    assert _size(json.loads(res.model_dump_json())) > 10 * SCREEN  # the record the budget is tested on is large
+
+
+@pytest.mark.warp
+def test_over_stdio_diagnose_on_the_largest_suite_program_answers_text_and_structured_content_within_budget(
+    largest,
+):
+    """A real MCP client over stdio validates structured content against the listed output schema."""
+    ws, _res = largest
+    params = StdioServerParameters(command=sys.executable, args=["-m", "warpgrad.cli.agent", "mcp", "--workspace",
+                                                                 str(ws)], env=dict(os.environ), cwd=str(ws))
+    script = next(p.name for p in sorted(ws.glob("*.py")))
+
+    async def go():
+        async with Client(params, read_timeout_seconds=900) as client:
+            await client.list_tools()  # so the client validates structured content against the schema
+            summary = await client.call_tool("diagnose", {"script": script, "record": False, "device": "cpu"})
+            full = await client.read_resource(summary.content[1].uri)
+            return summary, full
+
+    summary, full = anyio.run(go)
+    assert not summary.is_error, summary.content[0].text
+    budget = load_tools()["diagnose"].budget
+    assert len(summary.content[0].text) <= budget
+    assert _size(summary.structured_content) <= budget < len(full.contents[0].text)
+    assert summary.structured_content["gradients_wrong"] is not None
+    assert OMITTED in summary.structured_content  # it says that it was fitted and how to get the rest

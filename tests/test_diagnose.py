@@ -38,8 +38,8 @@ def test_a_pingpong_overwrite_is_found_at_its_launch(tmp_path):
     assert ("train.py", line_of(path, "wp.launch(step, N, inputs=[a, v, b, 0.1])")) in top_lines(r)
     assert {e.source for e in r.hypotheses[0].evidence} >= {"tape"}
     assert any("stochastic" in x for x in r.ruled_out)
-    # The tape rides on the FD check's capture run, which also describes the first iteration the check led with.
-    assert set(r.timings) == {"run", "gradcheck", "tracker", "rules"}
+    # The tape run beside the FD check describes the first iteration the check led with too: no second tape run.
+    assert set(r.timings) == {"run", "gradcheck", "tracker", "rules", "tape"}
     assert r.tape.iteration == r.gradcheck.iteration == 0
     alone = inspect(tmp_path, path, iteration=0, gradcheck_launches=True)
     assert without_addresses(r.tape.model_dump(exclude={"wall_s"})) == without_addresses(alone.model_dump(exclude={"wall_s"}))
@@ -105,7 +105,8 @@ def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):
     kinds = [
         json.loads(ln)["kind"] for ln in (tmp_path / ".warpgrad" / "ledger.jsonl").read_text().splitlines()
     ]
-    # Verified gradients and no overwrite finding: the tracker has nothing to confirm and does not run.
+    # Verified gradients and no overwrite finding: the tracker (started alongside the check) has nothing to
+    # confirm, so its records and time are not part of the diagnosis.
     # The plain run fixes the workflow (issue 23): the gate then judges every check against it.
     assert kinds == ["run", "workflow", "gradcheck", "diagnose"]
     assert r.tracker is None and "tracker" not in r.timings and r.run_cut_short_at is None

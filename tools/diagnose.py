@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -27,13 +29,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .child_process import run_harness
+from .child_process import HarnessOutcome, run_harness
 from .failing_path import FailingPaths
 from .gradcheck import CaptureRider, GradcheckArgs, GradcheckResult, check, check_capture
 from .harness.protocol import (
     LOCALIZE_LISTENER,
     TAPE_ITERATIONS_LISTENER,
     TREND_STOP_LISTENER,
+    CaptureConfig,
+    CaptureOptions,
     CaptureResult,
     HarnessResult,
     LocalizeOptions,
@@ -404,11 +408,11 @@ class _Stages:
         self.say: Progress = progress or (lambda _msg: None)
         self.res = DiagnoseResult(ok=False, script=rel_path(self.workspace, self.script))
         self.ledger = Ledger(self.workspace) if args.record else None
-        # What `tape.inspect(..., gradcheck_launches=True)` adds to a capture run, for the FD check's capture run.
-        self.rider = CaptureRider(listeners=[TAPE_ITERATIONS_LISTENER, LOCALIZE_LISTENER],
-                                  tape_inspect=TapeInspectOptions(max_tapes=4),
-                                  localize=LocalizeOptions(gradcheck=True, nan=True),
-                                  first_verdict=self.after_first_verdict)
+        # The FD check's capture run carries no listeners of ours: the tape inspection (with its per-launch
+        # checks, seconds on a program of many launches) runs beside it (`tape_run`), so the FD evaluations,
+        # which wait for the capture run, start as early as the script allows.
+        self.rider = CaptureRider(listeners=[], first_verdict=self.after_first_verdict)
+        self.tape_future: Future[HarnessOutcome[CaptureResult]] | None = None
         self.pool: ThreadPoolExecutor | None = None
         self.tracker_future: Future[InstrumentResult] | None = None
         self._tracker_lock = threading.Lock()
@@ -451,8 +455,7 @@ class _Stages:
         return run
 
     def fd_check(self) -> GradcheckResult:
-        """The FD check; its capture run carries the tape inspection (the same capture-mode run, the same
-        iteration numbering), which `tape_for` reads back."""
+        """The FD check (its capture run, then the FD evaluations)."""
         a = self.args
         gargs = GradcheckArgs(script=self.res.script, args=a.args, iteration=a.iteration, params=a.params,
                               objective=a.objective, device=a.device, timeout_s=a.timeout_s, record=False)
@@ -460,14 +463,31 @@ class _Stages:
             return check(gargs, self.workspace)  # the tool's own error
         return check_capture(gargs, self.workspace, self.script, self.rider)
 
+    def tape_run(self) -> HarnessOutcome[CaptureResult]:
+        """What `tape.inspect(..., gradcheck_launches=True)` runs, as a capture-mode run beside the FD check's,
+        with the same capture options (so the same iteration numbering); its tape inspector describes every
+        iteration up to the checked one, so `tape_for` finds the one the FD check reports."""
+        a = self.args
+        tmp = Path(tempfile.mkdtemp(prefix="warpgrad-tape-"))
+        try:
+            cfg = CaptureConfig(workspace=str(self.workspace), script=str(self.script), args=list(a.args),
+                                device=a.device, outdir=str(tmp),
+                                capture=CaptureOptions(iteration=a.iteration, params=a.params, objective=a.objective),
+                                listeners=[TAPE_ITERATIONS_LISTENER, LOCALIZE_LISTENER],
+                                tape_inspect=TapeInspectOptions(max_tapes=4),
+                                localize=LocalizeOptions(gradcheck=True, nan=True))
+            return run_harness(cfg, CaptureResult, cwd=self.workspace, timeout_s=a.timeout_s, device=a.device)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def tape_for(self, gc: GradcheckResult) -> InspectTapeResult:
-        """The tape of the iteration the FD check reports, as its capture run saw it (that run describes the
-        first and the checked iteration); a run of its own only when that run did not see it."""
+        """The tape of the iteration the FD check reports, as the tape run saw it (it describes the first and
+        the checked iteration); a run of its own only when that run did not see it."""
         want = gc.iteration if gc.ok else None
-        out = self.rider.outcome
+        out = self.tape_future.result() if self.tape_future is not None else None
         data = _tape_of_iteration(out.result, want) if out is not None and out.result is not None else None
         if out is None or data is None:
-            return self.stage("tape", lambda: self.tape(want if want is not None else self.args.iteration))
+            return self.stage("tape_rerun", lambda: self.tape(want if want is not None else self.args.iteration))
         return describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
 
     def start_tracker(self) -> None:
@@ -576,16 +596,17 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
     st = _Stages(args, workspace, progress)
     res = st.res
     st.say("run")
-    # The plain run and the FD check (whose capture run also carries the tape inspection) look at the same
-    # unchanged program and neither needs the other's result, so they run side by side; the plain run stops
-    # once its trend is read. The tracker (its own module build) runs only when the evidence gives it
-    # something to confirm, as soon as that is known: a rule's overwrite finding (the rules need the plain
-    # run's files), or the FD check's verdict. On a script that cannot run every stage fails as fast as it
-    # does, and only the plain run's verdict (blocked) is reported.
-    with ThreadPoolExecutor(3) as pool:
+    # The plain run, the FD check and the tape inspection look at the same unchanged program and none needs
+    # another's result, so they run side by side; the plain run stops
+    # once its trend is read. The tracker (its own module build) follows the plain run on its thread; its
+    # records weigh in only when the evidence gives them something to confirm (a rule's overwrite finding, or
+    # a gradient that is not verified). On a script that cannot run every stage fails as fast as it does, and
+    # only the plain run's verdict (blocked) is reported.
+    with ThreadPoolExecutor(4) as pool:
         st.pool = pool
         run_future = pool.submit(st.timed("run", st.plain_run))
         gc_future = pool.submit(st.timed("gradcheck", st.fd_check))
+        st.tape_future = pool.submit(st.timed("tape", st.tape_run))
         run = run_future.result()
         res.run, res.files = run, run.files
         res.trajectory = summarize(run.loss_points)
@@ -595,19 +616,24 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         if not run.ok:
             return st.blocked(run)  # the pool still waits for the FD check, which fails as the script does
         st.rules(run)
-        if st.overwrite_finding():
-            st.start_tracker()
+        # The tracker starts now, in the slot the plain run frees (at most two runs at once besides the FD
+        # hubs), rather than after the first verdict: it was the last run on the critical path, running alone
+        # for seconds after the FD check ended. Its records are used only when the evidence asks for them
+        # (`needs_tracker`); on a program whose gradient is verified it runs for nothing, alongside the check.
+        st.start_tracker()
         st.say("gradcheck")
         gc = gc_future.result()  # an error of the check itself (not of the script) propagates
         st.verdict(gc)
         st.record("gradcheck", gc)
-        if st.needs_tracker():
-            st.start_tracker()
         res.tape = st.tape_for(gc)
         if st.tracker_future is not None and st.needs_tracker():
             st.say("tracker")
             res.tracker = st.tracker_future.result()
-    if res.tracker is not None:
+        elif st.tracker_future is not None:
+            st.tracker_future.cancel()  # still queued: it never starts; running: the pool waits for it below
+    if res.tracker is None:
+        res.timings.pop("tracker", None)  # its time is not part of this diagnosis when its records are not
+    else:
         st.record("tracker", res.tracker)
     _rank(st.workspace, res)
     st.bisect_if_ambiguous()

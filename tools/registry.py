@@ -7,7 +7,9 @@ decorator is found by `load_tools` (a text scan, so modules without tools are no
 
 Every tool answers in two sizes: its default answer fits one screen (`render`, or the compacted record,
 under `budget` characters; `tools/budget.py`), and `detail="full"` returns the whole record. The
-`detail` argument is added to every tool's input schema here, not to each input model.
+`detail` argument is added to every tool's input schema here, not to each input model. The structured
+form (MCP structured content) is held to the same budget (`structured`), and the output schema is relaxed
+to accept a fitted record.
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .budget import DETAIL_DESCRIPTION, SCREEN, Detail, Renderer, compact_json, fit
+from .budget import (
+    DETAIL_DESCRIPTION,
+    SCREEN,
+    Detail,
+    Renderer,
+    compact_json,
+    fit,
+    fit_structured,
+    relax_schema,
+)
 
 
 class ToolError(Exception):
@@ -84,7 +95,8 @@ class ToolSpec:
         return schema
 
     def output_schema(self) -> dict[str, Any]:
-        return self.result.model_json_schema()
+        """The result model's schema, relaxed so a fitted record validates (`budget.relax_schema`)."""
+        return relax_schema(self.result.model_json_schema())
 
     def call(self, raw: dict[str, Any] | BaseModel, workspace: Path) -> BaseModel:
         """Validate `raw` against the input model and run the tool (raises ValidationError / ToolError).
@@ -98,6 +110,11 @@ class ToolSpec:
         """The default answer: the tool's rendering (or the compacted record) within its budget."""
         text = self.render(result) if self.render is not None else compact_json(result, self.budget - 80)
         return fit(text, self.budget)
+
+    def structured(self, data: dict[str, Any], detail: Detail) -> dict[str, Any]:
+        """The structured twin of `answer` (MCP structured content): the record's JSON data fitted to the
+        budget, or whole with `detail="full"`."""
+        return data if detail == "full" else fit_structured(data, self.budget)
 
     def answer(self, result: BaseModel, detail: Detail) -> str:
         """The text a caller reads: the summary, or the whole record as JSON."""

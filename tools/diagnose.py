@@ -138,9 +138,39 @@ def _functions(path: Path) -> list[tuple[int, int]]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
+# Rules whose pattern is an overwrite of something an earlier read needs: the tracker's records of the kernel
+# that holds such a hit are the same defect seen at run time, so they join the hit instead of standing beside it.
+_OVERWRITE_RULES = frozenset({"WG005", "WG006", "WG007", "WG008", "WG017", "WG019"})
+# Sources that are measurements of this run, as opposed to a pattern read from the source text.
+_RUNTIME_SOURCES = frozenset({"gradcheck", "tracker", "tape", "localization"})
+
+
 class _Ranker:
-    def __init__(self, workspace: Path, signature: Signature, wrong: bool | None) -> None:
+    """Scores and orders the hypotheses. The ranking rules, in the order they decide:
+
+    | # | rule | why |
+    |---|------|-----|
+    | 1 | code in an installed package (site-packages, a venv) comes last, and is dropped unless localization (a failing launch, a NaN origin) puts the failure there | the user cannot patch it; a pattern matching inside it is context |
+    | 2 | tier 0: a hypothesis with a quick-check rule id (WGnnn) AND runtime evidence (the failing launch's kernel path, a tape hazard at its line, a tracker record of its kernel or line, the NaN origin, the FD signature itself) | it names the line to change and the run shows that line failing |
+    | 3 | tier 1: everything else (uncorroborated rule hits, tracker records, tape hazards, horizon bisection) | evidence without both a place and a measurement |
+    | 4 | tier 2: a generic "kernel K fails gradcheck_tape in isolation", whenever some tier-0 hypothesis exists | a per-launch failure says which adjoint is wrong, not why; the corroborated rule hit says why |
+    | 5 | within a tier: the score, then the measured per-launch error (max relative error; NaN counts as infinite) | |
+
+    Scores: each piece of evidence has a weight (`_TRACKER_WEIGHT`, `_HAZARD_WEIGHT`, `_RULE_WEIGHT`, 0.7 for a
+    failing launch), multiplied by 0.3 when the signature table says the pattern does not produce the measured
+    signature (a rule's own declared signatures count as compatible), +0.1 when the line ran on the tape;
+    the pieces at one place combine as independent chances (1 - prod(1 - w)).
+
+    A per-launch failure of a kernel with no rule hit inside it is ONE hypothesis per kernel, however many
+    launch sites or tapes repeat it (one evidence line with the count, no score inflation from repetition); such
+    hypotheses order among themselves by their measured error.
+    """
+
+    def __init__(self, workspace: Path, signature: Signature, wrong: bool | None, modules: list[str] | None = None) -> None:
         self.ws = workspace
+        # The workspace modules the run imported: a kernel launched in train.py is often defined in another
+        # of them (kernels.py), and its failing path starts at its definition.
+        self.modules = list(modules or [])
         self.row = TABLE.get(signature, TABLE[Signature.INCONCLUSIVE])
         self.wrong = wrong
         self.by_loc: dict[tuple, Hypothesis] = {}
@@ -149,12 +179,15 @@ class _Ranker:
         self._fn_cache: dict[str, list[tuple[int, int]]] = {}
         self.paths = FailingPaths(workspace)
         self.on_failing_path: set[tuple[str | None, int | None]] = set()
+        self.signature = signature
+        self.launch_error: dict[int, float] = {}  # id(generic per-launch hypothesis) -> its worst measured error
 
-    def compat(self, key: str, family: str) -> float:
+    def compat(self, key: str, family: str, declared: list[Signature] | None = None) -> float:
+        """`declared`: the signatures a rule says it produces (its docs); the table row is the other source."""
         pool = {"rule": self.row.rules, "tape": self.row.hazards, "tracker": self.row.tracker}[family]
         if self.wrong is False:
             return 0.15  # gradients verified: every pattern is at most an incidental smell
-        return _COMPATIBLE if key in pool else _INCOMPATIBLE
+        return _COMPATIBLE if key in pool or self.signature in (declared or []) else _INCOMPATIBLE
 
     def library(self, file: str | None) -> bool:
         """The file belongs to installed code rather than the user's workspace."""
@@ -183,7 +216,7 @@ class _Ranker:
         return (h.file, h.line) in self.on_failing_path or (self.wrong is True and self.executed(h.file, h.line))
 
     def add(self, title: str, key: str | None, file: str | None, line: int | None, weight: float, ev: Evidence,
-            reference: str | None = None, next_check: str | None = None) -> None:
+            reference: str | None = None, next_check: str | None = None) -> Hypothesis:
         loc = (file, line, key) if file and line else (title, key)
         if file and line:
             for other in self.by_loc:
@@ -199,6 +232,13 @@ class _Ranker:
         if self.executed(file, line):
             weight = min(1.0, weight + 0.1)
         self.scores[loc].append(weight)
+        return h
+
+    def corroborated(self, h: Hypothesis) -> bool:
+        """A rule id backed by a measurement of this run (tier 0 of the ranking)."""
+        if not (h.rule and h.rule.startswith("WG")):
+            return False
+        return self._on_path(h) or any(e.source in _RUNTIME_SOURCES for e in h.evidence)
 
     def ranked(self) -> list[Hypothesis]:
         out = []
@@ -214,8 +254,14 @@ class _Ranker:
         out = [h for h in out if not self.library(h.file) or any(e.source == "localization" for e in h.evidence)]
         # A rule hit on the failing path (inside a failing kernel, or on a taped line of a wrong gradient)
         # names the line to change: a generic "this kernel fails" outranks none of them, whatever the weights.
-        on_path = any(h.rule and h.rule.startswith("WG") and self._on_path(h) for h in out)
-        out.sort(key=lambda h: (self.library(h.file), on_path and h.rule == "kernel_adjoint", -h.score))
+        tier0 = [h for h in out if self.corroborated(h)]
+
+        def tier(h: Hypothesis) -> int:
+            if h.rule == "kernel_adjoint":
+                return 2 if tier0 else 1
+            return 0 if h in tier0 else 1
+
+        out.sort(key=lambda h: (self.library(h.file), tier(h), -h.score, -self.launch_error.get(id(h), 0.0)))
         for i, h in enumerate(out, 1):
             h.rank = i
         return out
@@ -248,25 +294,44 @@ def _signature_hypotheses(rk: _Ranker, gc: GradcheckResult, script: str) -> None
                "subtract the constant part of the loss or accumulate it in float64, then rerun gradcheck")
 
 
-def _launch_failure(rk: _Ranker, findings: list[Finding], lc: LaunchCheck) -> None:
-    """A kernel that fails gradcheck_tape alone: evidence for the rule hits inside it (or in what it calls),
-    which name the line to change; a generic hypothesis of its own only where no rule hit explains it."""
-    ev = Evidence(source="localization", detail=f"per-launch gradcheck_tape failed for {lc.kernel}" +
-                  (f" (launched at {lc.file}:{lc.line})" if lc.file else ""))
-    inside = [f for f in findings if rk.paths.on_path(lc.kernel, [lc.file] if lc.file else [], f.path, f.line)]
-    for f in inside:
-        rk.add(f"{f.code} {f.name}", f.code, f.path, f.line, 0.7, ev, f.reference)
-        rk.on_failing_path.add((f.path, f.line))
-    if not inside:
-        rk.add(f"kernel {lc.kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
-               "kernel_adjoint", lc.file, lc.line, 0.7, ev,
-               "references/custom-gradients.md", "check the kernel's custom adjoint or non-differentiable op")
+def _launch_error(lc: LaunchCheck) -> float:
+    """The check's worst measured error: max relative error over its rows; a NaN adjoint is infinitely wrong."""
+    if lc.status == "nan" or any(r.passed == "NaN" for r in lc.rows):
+        return float("inf")
+    return max((r.max_rel_error for r in lc.rows if r.passed != "PASS"), default=0.0)
+
+
+def _launch_failures(rk: _Ranker, findings: list[Finding], failed: list[LaunchCheck]) -> None:
+    """Kernels that fail gradcheck_tape alone: evidence for the rule hits inside them (or in what they call),
+    which name the line to change; a generic hypothesis of its own only where no rule hit explains it, one per
+    kernel however many launch sites and tapes repeat the failure (ranked by its worst measured error)."""
+    by_kernel: dict[str, list[LaunchCheck]] = {}
+    for lc in failed:
+        by_kernel.setdefault(lc.kernel, []).append(lc)
+    for kernel, checks in by_kernel.items():
+        first = checks[0]
+        sites = list(dict.fromkeys(f"{lc.file}:{lc.line}" for lc in checks if lc.file))
+        err = max(_launch_error(lc) for lc in checks)
+        detail = (f"per-launch gradcheck_tape failed for {kernel}" +
+                  (f" (launched at {', '.join(sites[:3])}{' and more' if len(sites) > 3 else ''})" if sites else "") +
+                  (f", {len(checks)} checks" if len(checks) > 1 else "") + f"; worst relative error {err:.3g}")
+        ev = Evidence(source="localization", detail=detail)
+        files = list(dict.fromkeys([*(lc.file for lc in checks if lc.file), *rk.modules]))
+        inside = [f for f in findings if rk.paths.on_path(kernel, files, f.path, f.line)]
+        for f in inside:
+            rk.add(f"{f.code} {f.name}", f.code, f.path, f.line, 0.7, ev, f.reference)
+            rk.on_failing_path.add((f.path, f.line))
+        if not inside:
+            h = rk.add(f"kernel {kernel} fails gradcheck_tape in isolation (its own adjoint is wrong)",
+                       "kernel_adjoint", first.file, first.line, 0.7, ev,
+                       "references/custom-gradients.md", "check the kernel's custom adjoint or non-differentiable op")
+            rk.launch_error[id(h)] = err
 
 
 def _rank(ws: Path, res: DiagnoseResult) -> None:
     gc = res.gradcheck
     sig = gc.signature if gc else Signature.INCONCLUSIVE
-    rk = _Ranker(ws, sig, res.gradients_wrong)
+    rk = _Ranker(ws, sig, res.gradients_wrong, sorted(res.files))
     tape = res.tape
     if tape and tape.ok:
         for td in tape.tapes:
@@ -280,12 +345,19 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
             what = f"{r.array or r.argument or 'an array'} written after it was read"
             where = {"across_launches": f"by kernel {r.kernel} in a later launch", "copy": "by wp.copy",
                      "within_kernel": f"inside kernel {r.kernel}"}[r.kind]
-            rk.add(f"overwrite: {what} {where}", r.kind, r.file, r.line,
-                   _TRACKER_WEIGHT[r.kind] * rk.compat(r.kind, "tracker"),
-                   Evidence(source="tracker", detail=f"Warp's tracker: {r.kind.replace('_', ' ')}, kernel {r.kernel}, "
-                            f"argument {r.argument}" + (f", read earlier at {r.read_by.file}:{r.read_by.line}"
-                                                        if r.read_by and r.read_by.file else "") + f" ({r.count}x)"),
-                   "references/quick-checks.md §1", "give each step its own buffer (or clone before overwriting) and rerun")
+            weight = _TRACKER_WEIGHT[r.kind] * rk.compat(r.kind, "tracker")
+            ev = Evidence(source="tracker", detail=f"Warp's tracker: {r.kind.replace('_', ' ')}, kernel {r.kernel}, "
+                          f"argument {r.argument}" + (f", read earlier at {r.read_by.file}:{r.read_by.line}"
+                                                      if r.read_by and r.read_by.file else "") + f" ({r.count}x)")
+            # The tracker names the writing kernel's launch; an overwrite rule hit inside that kernel names the
+            # statement that writes. Same defect: the record is evidence for the hit, not a hypothesis beside it.
+            inside = [f for f in res.findings if f.code in _OVERWRITE_RULES and r.kernel and r.file
+                      and rk.paths.on_path(r.kernel, [r.file, *rk.modules], f.path, f.line)]
+            for f in inside:
+                rk.add(f"{f.code} {f.name}", f.code, f.path, f.line, weight, ev, f.reference)
+            if not inside:
+                rk.add(f"overwrite: {what} {where}", r.kind, r.file, r.line, weight, ev, "references/quick-checks.md §1",
+                       "give each step its own buffer (or clone before overwriting) and rerun")
     if tape and tape.ok:
         for h in tape.hazards:
             rk.add(h.message.split(". ")[0][:160], h.rule or h.kind, h.file, h.line,
@@ -302,14 +374,11 @@ def _rank(ws: Path, res: DiagnoseResult) -> None:
                                 f"non-finite: {no.kernel} at {file}:{line} (arrays {', '.join(no.arrays)})"),
                        "references/quick-checks.md §9a", TABLE[Signature.NAN_INF].next_check)
     for f in res.findings:
-        w = _RULE_WEIGHT[f.confidence] * rk.compat(f.code, "rule")
+        w = _RULE_WEIGHT[f.confidence] * rk.compat(f.code, "rule", f.signatures)
         rk.add(f"{f.code} {f.name}", f.code, f.path, f.line, w, Evidence(source="rule", detail=f.message), f.reference,
                TABLE[sig].next_check if f.code in TABLE[sig].rules else None)
     if tape and tape.ok:
-        for td in tape.tapes:
-            for lc in td.gradcheck:
-                if lc.passed is False:
-                    _launch_failure(rk, res.findings, lc)
+        _launch_failures(rk, res.findings, [lc for td in tape.tapes for lc in td.gradcheck if lc.passed is False])
     if res.bisect and res.bisect.ok and res.bisect.first_failing:
         b = res.bisect
         rk.add(f"the disagreement starts at horizon {b.first_failing}", "horizon", res.script, b.knob_line, 0.3,

@@ -587,8 +587,14 @@ class Project:
             k = self.launch_kernel(m, call)
             if k is not None:
                 out.add(k.module.rel)
-        for user in self.modules:
-            if user.rel not in direct:
+        # Imports are followed transitively from every differentiable file: a `wp.func` in helpers.py that a
+        # taped kernel in kernels.py imports is on the gradient path although no file that computes
+        # gradients imports helpers.py itself (train.py -> kernels.py -> helpers.py).
+        frontier = list(out)
+        while frontier:
+            rel = frontier.pop()
+            user = next((m for m in self.modules if m.rel == rel), None)
+            if user is None:
                 continue
             imported = set()
             for node in user.nodes:
@@ -596,7 +602,9 @@ class Project:
                     imported |= {part for a in node.names for part in a.name.split(".")}
                 elif isinstance(node, ast.ImportFrom):
                     imported |= set((node.module or "").split(".")) | {a.name for a in node.names}
-            out |= {m.rel for m in self.modules if Path(m.rel).stem in imported and m is not user}
+            new = {m.rel for m in self.modules if Path(m.rel).stem in imported and m is not user} - out
+            out |= new
+            frontier.extend(new)
         return out
 
     def module_differentiable(self, module: SourceModule) -> bool:

@@ -541,6 +541,34 @@ def _run_facts(data: HarnessResult | None) -> tuple[str, str, dict[str, str]]:
     return data.device or "", data.warp_version or "", dict(data.files)
 
 
+def _uncheckable(params: list[CapturedParam]) -> str | None:
+    """Why FD of this iteration has nothing definite to compare with, or None."""
+    if not params:
+        return ("none of the parameters is read by a launch recorded on the tape: the loss does not depend on them "
+                "through the tape (gradient chain cut before the first kernel?)")
+    untied = [p.name for p in params if p.untied]
+    if untied:
+        return (f"the gradient the update of {', '.join(untied)} applies is not known: several host reads of its "
+                ".grad feed the update and the parameter change follows none of them (nor their sum), so FD of the "
+                "update's objective has nothing definite to compare with. Name the gradient with a probe file "
+                "(params/loss/grad), or make the update a plain step")
+    return None
+
+
+def _describe_check(res: GradcheckResult, args: GradcheckArgs, scheme: str, params: list[CapturedParam],
+                    fparams: list[fd.Param]) -> None:
+    """The check's harness spec (what makes two checks the same check) and its parameters, on `res`."""
+    spec = {"mode": "capture", "script": res.script, "args": list(args.args), "iteration": args.iteration,
+            "scheme": scheme, "params": sorted(p.name for p in params), "objective": args.objective,
+            "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
+    res.harness, res.harness_id = spec, _harness_id(spec)
+    res.params = [ParamCheck(name=p.name, role=p.role, how=p.how, shape=p.shape,
+                             size=int(np.prod(p.numpy_shape)) if p.numpy_shape else 1,
+                             ad_norm=float(np.linalg.norm(fp.grad)),
+                             nonfinite=int(np.count_nonzero(~np.isfinite(fp.grad))))
+                  for p, fp in zip(params, fparams)]
+
+
 def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIteration, ev: _Evaluator,
                      factor: float | None, t0: float, *, baseline: bool,
                      after: tuple[float, float] | None = None) -> tuple[GradcheckResult, float | None]:
@@ -550,14 +578,9 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     res.iterations = [res.iteration] if res.iteration is not None else []
     roles = _perturbed_params(res, cap)
     params = [p for _, p in roles]
-    untied = [p.name for p in params if p.untied]
-    if untied:
-        return _failed(res, f"the gradient the update of {', '.join(untied)} applies is not known: several host "
-                          "reads of its .grad feed the update and the parameter change follows none of them (nor "
-                          "their sum), so FD of the update's objective has nothing definite to compare with. Name "
-                          "the gradient with a probe file (params/loss/grad), or make the update a plain step")
-        return _failed(res, "none of the parameters is read by a launch recorded on the tape: the loss does not "
-                          "depend on them through the tape (gradient chain cut before the first kernel?)")
+    why_not = _uncheckable(params)
+    if why_not is not None:
+        return _failed(res, why_not)
     _name_objective(args, res, cap, factor, params)
     objective = cap.objective
     if objective is None or not np.isfinite(objective):
@@ -573,15 +596,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
                           "finding (fix the forward first); FD of it means nothing")
     fparams = [fd.Param(key=role, name=p.name, value=np.load(p.value_file), grad=np.load(p.grad_file))
                for role, p in roles]
-    spec = {"mode": "capture", "script": res.script, "args": list(args.args), "iteration": args.iteration,
-            "scheme": ev.scheme, "params": sorted(p.name for p in params), "objective": args.objective,
-            "eps_policy": EPS_POLICY, "directions": args.directions, "seed": args.seed}
-    res.harness, res.harness_id = spec, _harness_id(spec)
-    res.params = [ParamCheck(name=p.name, role=p.role, how=p.how, shape=p.shape,
-                             size=int(np.prod(p.numpy_shape)) if p.numpy_shape else 1,
-                             ad_norm=float(np.linalg.norm(fp.grad)),
-                             nonfinite=int(np.count_nonzero(~np.isfinite(fp.grad))))
-                  for p, fp in zip(params, fparams)]
+    _describe_check(res, args, ev.scheme, params, fparams)
     iteration = res.iteration
     if iteration is None:  # capture names every iteration it records
         return _failed(res, "capture did not say which iteration it recorded (an internal error in warpgrad)")

@@ -91,3 +91,11 @@ def test_the_scalar_state_program_is_labelled_right(capsys):
         printed[flag] = float(first.split("grad")[1])
     assert printed[""] == pytest.approx(fd, rel=1e-3)
     assert not np.isclose(printed["--drop-velocity-adjoint"], fd, rtol=0.2)
+
+
+def test_a_named_objective_that_no_frame_holds_is_said_so_not_called_a_non_finite_forward(tmp_path):
+    # `loss` is bound in main() only after the segments' gradients were read: at the reads no frame holds it.
+    shutil.copy(SHAPES / "ckpt_spring_chain.py", tmp_path / "train.py")
+    r = check(GradcheckArgs(script="train.py", objective="loss", record=False), tmp_path)
+    assert r.passed is None, (r.signature, r.explanation)
+    assert "'loss' was not found in the script's frames" in r.reason and "non-finite" not in r.reason, r.reason

@@ -569,6 +569,13 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
                 "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
                 "division by zero), not from the gradient; fix the forward, then check the gradient")
             return res, None
+        if objective is None:
+            # Not read at all (a named variable no frame held at the update): nothing says the forward is non-finite.
+            what = f"--objective {args.objective!r} was not found in the script's frames at the update" \
+                if args.objective else "no objective was recorded"
+            return _failed(res, f"{what} (iteration {res.iteration}), so there is nothing to difference; name a "
+                                "variable that holds the loss where the update runs, or write a probe file "
+                                "(params/loss/grad)")
         return _failed(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
                           "finding (fix the forward first); FD of it means nothing")
     fparams = [fd.Param(key=role, name=p.name, value=np.load(p.value_file), grad=np.load(p.grad_file))

@@ -533,7 +533,9 @@ class CaptureListener(hooks.Listener):
         self.loose.clear()  # after the pending uses are resolved: they may need their loose uses
         self._last_boundary = []
         value, seeds = self._seeded_value(written, loss, grads)
-        handoff = bool(seeds) and all(_READ_BACK in sd or _ON_DEVICE in sd for sd in seeds)
+        # Only an identity hand-off is certain: a seed merely equal to a gradient read earlier may be a loss seed
+        # of 1 after a read of a loss's .grad; those stay with the non-uniform seeds, judged across iterations.
+        handoff = bool(seeds) and all(_ON_DEVICE in sd for sd in seeds)
         if not self.leaf_names:
             # Named here, while the user's frames are alive: the ambiguity message lists them.
             self.leaf_names = [name_of(a) for a in self.leaf_candidates.values()][:20]

@@ -452,7 +452,10 @@ def _refusal(args: GradcheckArgs, cap: CaptureReport, res: GradcheckResult) -> s
         return (f"the script seeds backward by hand with adjoints that are not a scalar loss's ({', '.join(boundary)}): "
                 "a hand-written multi-tape backward such as gradient checkpointing. Capture does not follow it and "
                 "gives no verdict: check the forward's own loss against the gradient the update consumes with a "
-                "probe file (params/loss/grad; see references/verification.md), or name the loss with --objective")
+                "probe file (params/loss/grad; see references/verification.md). Naming the loss with --objective does "
+                "not make capture follow it: the forward of a checkpointed backward runs untaped, so the "
+                "parameter's first taped use is in a segment re-taped after the loss's backward, where a "
+                "perturbation no longer reaches the loss")
     if cap.unseeded_backward:
         return ("a tape.backward() ran with no loss, no grads= and no nonzero seed gradient on an array the tape "
                 "writes, so capture cannot tell what it differentiates; write a probe file (params/loss/grad)")

@@ -452,7 +452,10 @@ def _refusal(args: GradcheckArgs, cap: CaptureReport, res: GradcheckResult) -> s
         return (f"the script seeds backward by hand with adjoints that are not a scalar loss's ({', '.join(boundary)}): "
                 "a hand-written multi-tape backward such as gradient checkpointing. Capture does not follow it and "
                 "gives no verdict: check the forward's own loss against the gradient the update consumes with a "
-                "probe file (params/loss/grad; see references/verification.md), or name the loss with --objective")
+                "probe file (params/loss/grad; see references/verification.md). Naming the loss with --objective does "
+                "not make capture follow it: the forward of a checkpointed backward runs untaped, so the "
+                "parameter's first taped use is in a segment re-taped after the loss's backward, where a "
+                "perturbation no longer reaches the loss")
     if cap.unseeded_backward:
         return ("a tape.backward() ran with no loss, no grads= and no nonzero seed gradient on an array the tape "
                 "writes, so capture cannot tell what it differentiates; write a probe file (params/loss/grad)")
@@ -592,6 +595,13 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
                 "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
                 "division by zero), not from the gradient; fix the forward, then check the gradient")
             return res, None
+        if objective is None:
+            # Not read at all (a named variable no frame held at the update): nothing says the forward is non-finite.
+            what = f"--objective {args.objective!r} was not found in the script's frames at the update" \
+                if args.objective else "no objective was recorded"
+            return _failed(res, f"{what} (iteration {res.iteration}), so there is nothing to difference; name a "
+                                "variable that holds the loss where the update runs, or write a probe file "
+                                "(params/loss/grad)")
         return _failed(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
                           "finding (fix the forward first); FD of it means nothing")
     fparams = [fd.Param(key=role, name=p.name, value=np.load(p.value_file), grad=np.load(p.grad_file))

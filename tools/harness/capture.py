@@ -68,6 +68,12 @@ def _digest(arr) -> bytes | None:
     return hashlib.blake2b(np.ascontiguousarray(_np(arr)).view(np.uint8), digest_size=16).digest()
 
 
+# Seed kinds of an adjoint handed over from another backward pass: read to the host and seeded back, or kept on
+# the device (copied from one .grad into another, or passed as grads= straight from another array's .grad).
+_READ_BACK = "a gradient read after another backward"
+_ON_DEVICE = "another array's .grad, handed over from another backward"
+
+
 class RunListener(hooks.Listener):
     """Counts what a plain run did with Warp (launches, tapes, backward calls, updates)."""
 
@@ -111,6 +117,10 @@ class _Iter:
         self.params: dict[int, dict[str, Any]] = {}  # id(owner) -> record
         self.owners: dict[int, Any] = {}
         self.boundary_values: list[np.ndarray] = []  # non-uniform hand seeds, in order
+        # Backward passes seeded only by adjoints handed over from another backward (checkpointed segments):
+        # their seeded dot products are not part of the objective, which is the loss of the other passes.
+        self.handoff_calls = 0
+        self.handoff_seeds: list[str] = []
         self.perturb_at: ArrayMap[str] = ArrayMap()  # array -> where FD perturbs it: its first use of any kind
         self.pre_backward: dict[int, tuple[Any, float]] = {}  # id -> (array, max |grad| before the first backward)
         self.named_objective: float | None = None
@@ -157,6 +167,9 @@ class CaptureListener(hooks.Listener):
         self.notes: list[str] = []
         self.stopped_at: str | None = None
         self._last_boundary: list[np.ndarray] = []
+        # .grad buffers the script filled from another array's .grad outside any tape (wp.copy / assign): an
+        # adjoint handed over on the device between backward passes, whatever its values look like.
+        self.handed = ArraySet()
         self.unseeded_backward = False
         # Host reads of a .grad that no fresh backward of the reading update precedes: id(grad) -> (grad, values).
         self.early_reads: dict[int, tuple[Any, np.ndarray]] = {}
@@ -444,6 +457,11 @@ class CaptureListener(hooks.Listener):
             if isinstance(call.src, wp.array):
                 self._note_use(role, call.src)
         else:
+            if self._grad_holder(call.dest) is not None and self._grad_holder(call.src) is not None:
+                # One array's .grad copied into another's: a boundary adjoint handed to the next backward pass
+                # (hand-written checkpointing), not a gradient an update consumes.
+                self.handed.add(call.dest)
+                return
             owner = self._owner_of_grad(call.src) if isinstance(call.src, wp.array) else None
             if owner is not None:
                 self._consume(owner, call.src, "wp.copy from its .grad")
@@ -515,6 +533,9 @@ class CaptureListener(hooks.Listener):
         self.loose.clear()  # after the pending uses are resolved: they may need their loose uses
         self._last_boundary = []
         value, seeds = self._seeded_value(written, loss, grads)
+        # Only an identity hand-off is certain: a seed merely equal to a gradient read earlier may be a loss seed
+        # of 1 after a read of a loss's .grad; those stay with the non-uniform seeds, judged across iterations.
+        handoff = bool(seeds) and all(_ON_DEVICE in sd for sd in seeds)
         if not self.leaf_names:
             # Named here, while the user's frames are alive: the ambiguity message lists them.
             self.leaf_names = [name_of(a) for a in self.leaf_candidates.values()][:20]
@@ -536,9 +557,17 @@ class CaptureListener(hooks.Listener):
                     if owner.grad is not None and not np.any(_np(owner.grad)):
                         rec.params[oid]["zeroed_between"] = True
             rec.backward_calls += 1
-            rec.objective += value
-            rec.seeds.extend(seeds)
-            rec.boundary_values.extend(self._last_boundary)
+            if handoff:
+                # Seeded only by adjoints handed over from another backward: the seeded dot product moves with
+                # the parameters but is no objective. The objective is the loss the other passes seed; FD of it
+                # checks the whole hand-composed backward end to end through the gradient the update applies.
+                rec.handoff_calls += 1
+                rec.handoff_seeds.extend(seeds)
+            else:
+                rec.objective += value
+                rec.seeds.extend(seeds)
+            if not handoff:
+                rec.boundary_values.extend(self._last_boundary)
             rec.nonfinite_loss |= not np.isfinite(value)
         if self.param_names and not self.named_params:
             for n in self.param_names:
@@ -574,7 +603,9 @@ class CaptureListener(hooks.Listener):
                 self.leaf_candidates.pop(id(arr), None)
                 sv = _np(seed).astype(np.float64)
                 total += float(np.sum(_np(arr).astype(np.float64) * sv))
-                kind = self._seed_kind(sv)
+                holder = self._grad_holder(seed) if isinstance(seed, wp.array) else None
+                kind = f"boundary seed ({_ON_DEVICE})" if holder is not None and holder is not arr else \
+                    self._seed_kind(sv)
                 seeds.append(f"grads={{{name_of(arr) or 'array'}: {kind}}}")
                 if kind.startswith("boundary seed"):
                     self._last_boundary.append(sv.copy())
@@ -591,7 +622,7 @@ class CaptureListener(hooks.Listener):
                 self.loss_ids.add(arr)
                 self.leaf_candidates.pop(id(arr), None)
                 total += float(np.sum(g * _np(arr).astype(np.float64)))
-                kind = self._seed_kind(g)
+                kind = f"boundary seed ({_ON_DEVICE})" if arr.grad in self.handed else self._seed_kind(g)
                 seeds.append(f"hand-seeded {name_of(arr) or 'array'}.grad ({kind})")
                 if kind.startswith("boundary seed"):
                     self._last_boundary.append(g.copy())
@@ -609,12 +640,17 @@ class CaptureListener(hooks.Listener):
             return None
         return owner
 
+    def _grad_holder(self, arr):
+        """The array whose .grad buffer `arr` is (None when it is no known .grad)."""
+        holder = self.grad_owner.get(id(arr)) if isinstance(arr, wp.array) else None
+        return holder if holder is not None and holder.grad is arr else None
+
     def _seed_kind(self, seed: np.ndarray) -> str:
         """`_seed_kind`, except that a seed equal to a gradient the script read after an earlier backward is an
         adjoint handed over between backward passes (hand-written checkpointing), whatever its shape: a
         one-element or uniform adjoint looks like a loss seed but is not one."""
         if np.any(seed) and any(r.shape == seed.shape and np.array_equal(r, seed) for r in self.grads_read):
-            return "boundary seed (a gradient read after another backward)"
+            return f"boundary seed ({_READ_BACK})"
         return _seed_kind(seed)
 
     def grad_read(self, arr, how: str) -> None:
@@ -734,6 +770,13 @@ class CaptureListener(hooks.Listener):
             return []
         return sorted({sd for r in recs for sd in r.seeds if "boundary seed" in sd})
 
+    def _boundary_seeds(self, table: dict[int, _Iter]) -> list[str]:
+        """Every seed that hands an adjoint from one backward pass to another, in any recorded iteration of either
+        accounting: the passes of one hand-written backward may fall into different accounted iterations (a
+        boundary read to the host looks like a consumption), and one piece of it must never be judged alone."""
+        handed = {sd for t in (self.iters, self.bwd_iters) for r in t.values() for sd in r.handoff_seeds}
+        return sorted(set(self._handed_over(table)) | handed)
+
     def _stale(self, rec: _Iter) -> dict[str, float]:
         """Consumed parameters whose own buffer held a gradient before this iteration's backward added to it."""
         out = {}
@@ -804,7 +847,7 @@ class CaptureListener(hooks.Listener):
             scheme=scheme,
             iterations_seen=seen,
             other_iterations=others,
-            boundary_seeds=self._handed_over(table),
+            boundary_seeds=self._boundary_seeds(table),
             unseeded_backward=self.unseeded_backward,
             graph_events=sorted(set(self.graph_events)),
             seeded_trajectory=[table[i].objective for i in sorted(table) if table[i].backward_calls],
@@ -841,4 +884,6 @@ class CaptureListener(hooks.Listener):
             nonfinite_loss=rec.nonfinite_loss,
             stale_grads=self._stale(rec),
             params=params,
+            handoff_backward_calls=rec.handoff_calls,
+            handoff_seeds=sorted(set(rec.handoff_seeds)),
         )

@@ -269,6 +269,10 @@ class CapturedIteration(Section):
     nonfinite_loss: bool = False
     stale_grads: dict[str, float] = Field(default_factory=dict)
     params: list[CapturedParam] = Field(default_factory=list)
+    handoff_backward_calls: int = Field(0, description="Backward passes of this iteration seeded only by adjoints "
+                                        "handed over from another backward (hand-written checkpointing); their "
+                                        "seeded values are not in `objective`.")
+    handoff_seeds: list[str] = Field(default_factory=list)
 
 
 class CaptureReport(CapturedIteration):

@@ -572,6 +572,27 @@ def _describe_check(res: GradcheckResult, args: GradcheckArgs, scheme: str, para
                   for p, fp in zip(params, fparams)]
 
 
+def _objective_unusable(args: GradcheckArgs, res: GradcheckResult, objective: float | None) -> GradcheckResult:
+    """The result when the iteration's objective is missing or non-finite: nothing to difference."""
+    if objective is not None and res.iteration == 0:
+        # Non-finite before any update: the forward itself produces it, whatever the gradient does.
+        res.ok, res.passed, res.signature, res.forward_nonfinite = True, None, Signature.NAN_INF, True
+        res.explanation = res.reason = (
+            f"the objective is already {objective} at the initial parameters (iteration 0, before any "
+            "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
+            "division by zero), not from the gradient; fix the forward, then check the gradient")
+        return res
+    if objective is None:
+        # Not read at all (a named variable no frame held at the update): nothing says the forward is non-finite.
+        what = f"--objective {args.objective!r} was not found in the script's frames at the update" \
+            if args.objective else "no objective was recorded"
+        return _fail(res, f"{what} (iteration {res.iteration}), so there is nothing to difference; name a "
+                            "variable that holds the loss where the update runs, or write a probe file "
+                            "(params/loss/grad)")
+    return _fail(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
+                      "finding (fix the forward first); FD of it means nothing")
+
+
 def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIteration, ev: _Evaluator,
                      factor: float | None, t0: float, *, baseline: bool,
                      after: tuple[float, float] | None = None) -> tuple[GradcheckResult, float | None]:
@@ -587,23 +608,7 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     _name_objective(args, res, cap, factor, params)
     objective = cap.objective
     if objective is None or not np.isfinite(objective):
-        if objective is not None and res.iteration == 0:
-            # Non-finite before any update: the forward itself produces it, whatever the gradient does.
-            res.ok, res.passed, res.signature, res.forward_nonfinite = True, None, Signature.NAN_INF, True
-            res.explanation = res.reason = (
-                f"the objective is already {objective} at the initial parameters (iteration 0, before any "
-                "update): the NaN/inf comes from the forward pass (an overflow, a log/sqrt of a negative, a "
-                "division by zero), not from the gradient; fix the forward, then check the gradient")
-            return res, None
-        if objective is None:
-            # Not read at all (a named variable no frame held at the update): nothing says the forward is non-finite.
-            what = f"--objective {args.objective!r} was not found in the script's frames at the update" \
-                if args.objective else "no objective was recorded"
-            return _failed(res, f"{what} (iteration {res.iteration}), so there is nothing to difference; name a "
-                                "variable that holds the loss where the update runs, or write a probe file "
-                                "(params/loss/grad)")
-        return _failed(res, f"the objective at iteration {res.iteration} is {objective}: a non-finite forward is the "
-                          "finding (fix the forward first); FD of it means nothing")
+        return _objective_unusable(args, res, objective), None
     fparams = [fd.Param(key=role, name=p.name, value=np.load(p.value_file), grad=np.load(p.grad_file))
                for role, p in roles]
     _describe_check(res, args, ev.scheme, params, fparams)

@@ -65,7 +65,7 @@ def _digest(arr) -> bytes | None:
     off the CPU, where `.numpy()` is a copy and every write goes through a hooked call (assign, copy, launch)."""
     if not (arr.device.is_cpu and arr.is_contiguous):
         return None
-    return hashlib.blake2b(np.ascontiguousarray(_np(arr)).tobytes(), digest_size=16).digest()
+    return hashlib.blake2b(np.ascontiguousarray(_np(arr)).data, digest_size=16).digest()
 
 
 # Seed kinds of an adjoint handed over from another backward pass: read to the host and seeded back, or kept on

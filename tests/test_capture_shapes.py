@@ -142,3 +142,32 @@ def test_one_element_adjoints_handed_between_checkpointed_segments_are_not_a_los
     r = _check(tmp_path, "checkpoint_scalar_state", *args)
     assert r.passed is None and r.signature == "inconclusive", (r.signature, r.reason)
     assert "multi-tape backward" in r.reason and "read after another backward" in r.reason
+
+
+@pytest.mark.parametrize("style", [(), ("--grads-kwarg",)])
+def test_a_hand_seed_of_one_on_a_sum_reported_as_its_mean_is_an_exact_factor(tmp_path, style):
+    """The seed is the user's claim of d(objective)/d(seeded array), and the objective is what the script
+    reports (here a mean over 25 drones under its own name, "landing miss"): a seed of 1 on the sum makes the
+    update apply 25 times the reported objective's gradient, by `.grad.fill_` or by `grads=` alike."""
+    r = _check(tmp_path, "scalar_hand_seed_reported_mean", *style)
+    assert (r.passed, r.signature, r.factor) == (False, "exact_factor", 25.0), (r.signature, r.reason, r.notes)
+    assert r.printed_vs_seeded == "factor"
+
+
+def test_the_same_sum_seeded_with_one_over_n_is_correct(tmp_path):
+    r = _check(tmp_path, "scalar_hand_seed_reported_mean", "--mean-seed")
+    assert (r.passed, r.signature) == (True, "correct"), (r.signature, r.reason, r.notes)
+
+
+def test_a_reported_loss_from_another_computation_than_the_taped_one_is_never_called_correct(tmp_path):
+    """The tape holds a coarse rollout; the loss the script reports (every 5 iterations) comes from a fine one
+    that is never taped and the seeded loss is never read. AD agrees with FD of the coarse loss, which says
+    nothing about the reported objective: no verdict, with the call that names the reported loss."""
+    r = _check(tmp_path, "coarse_taped_fine_reported")
+    assert (r.passed, r.signature) == (None, "inconclusive"), (r.signature, r.reason)
+    assert "different quantity" in r.reason and "--objective" in r.next_steps[0]
+
+
+def test_the_taped_loss_reported_at_a_cadence_is_still_checked_as_the_objective(tmp_path):
+    r = _check(tmp_path, "coarse_taped_fine_reported", "--report-taped")
+    assert (r.passed, r.signature) == (True, "correct"), (r.signature, r.reason, r.notes)

@@ -58,7 +58,7 @@ from .harness.protocol import (
     TapeInspectOptions,
 )
 from .ledger import Ledger
-from .losses import parse_losses
+from .losses import parse_losses, parse_progress
 from .registry import ToolError, tool
 from .run_script import RunError, RunScriptResult, describe_run
 from .signatures import Signature
@@ -499,9 +499,11 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
         factor, printed = _reported_factor(run.stdout_tail, cap.seeded_trajectory, args.objective)
         res.printed_vs_seeded = printed
         seeds = cap.objective_seeds
-        if factor is not None and not all("uniform seed" in sd for sd in seeds):
-            # A scalar loss passed to backward is the objective the user built; printing a multiple of it is
-            # cosmetic. Only an implied sum over hand-seeded terms takes its meaning from what is reported.
+        if factor is not None and not all(_hand_seed(sd) for sd in seeds):
+            # A loss passed to backward (`loss=`) is the objective the user built; printing a multiple of it is
+            # cosmetic. A hand seed is different: it is the user's claim of d(objective)/d(seeded array), and the
+            # objective is what the script reports, so a seed of 1 on a sum reported as its mean is checked as a
+            # factor (the update applies N times the reported objective's gradient).
             res.notes.append(f"the script prints {factor:.6g}× the loss it passes to backward; the check "
                              "differences the loss passed to backward")
             factor = None
@@ -515,26 +517,52 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
             res.notes.append("the loss the script prints is not the loss seeded into backward; the check differenced "
                              "the seeded one. If the printed quantity is the real objective, rerun with --objective "
                              "VARIABLE")
+        # A loss the script reports under a loss's name that is neither the seeded loss nor a multiple of it, and
+        # the script never reads the seeded loss: the reported objective is another quantity (a converged solve
+        # beside a truncated taped one, a validation loss), so agreement with FD of the seeded loss cannot say the
+        # gradient of the reported objective is right.
+        unreported = printed == "different" and not cap.seeded_loss_read and not args.objective and \
+            bool(parse_losses(strip_warp_chatter(run.stdout_tail)))
         primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True)
         if rider is not None and rider.first_verdict is not None:
             rider.first_verdict(primary)
         others = [o for o in cap.other_iterations if o.iteration == 0]
         primary.per_iteration = [_iteration_summary(primary)]
         if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
-            return primary
+            return _withhold_unreported(primary) if unreported else primary
         # The first iteration too (bugs hide at either end). Within the same budget when the later one gave a
         # verdict: two directions at the step its sweep chose. Otherwise a sweep of its own (a bad first step
         # can leave the later iteration unjudgeable while the first shows the bug plainly).
         first = GradcheckResult(ok=False, mode="capture", script=rel, device=res.device,
-                                warp_version=res.warp_version, files=res.files)
+                                warp_version=res.warp_version, files=res.files,
+                                printed_vs_seeded=res.printed_vs_seeded)
         after = (primary.eps, trunc_rel) if primary.passed is not None and primary.eps is not None \
             and trunc_rel is not None else None
         first, _ = _check_iteration(args, first, others[0], ev, factor, t0, baseline=after is None, after=after)
-        return _combine(primary, first)
+        combined = _combine(primary, first)
+        return _withhold_unreported(combined) if unreported else combined
     finally:
         if ev is not None:
             ev.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _withhold_unreported(res: GradcheckResult) -> GradcheckResult:
+    """No `correct` when the loss the script reports is another quantity than the loss seeded into backward:
+    the check measured the seeded loss's gradient, not the reported objective's. A failure stands (the seeded
+    loss's gradient is wrong whatever is reported)."""
+    if res.passed is not True:
+        return res
+    res.passed, res.signature = None, Signature.INCONCLUSIVE
+    res.reason = res.explanation = (
+        "the gradient matches FD of the loss seeded into backward, but the loss the script prints is a different "
+        "quantity (not the seeded loss, nor a multiple of it, at any aligned iteration), and the script never reads "
+        "the seeded loss: the gradient the update applies may not be the reported objective's (a truncated or "
+        "approximate taped computation beside the one reported). Rerun with --objective VARIABLE naming the "
+        "reported loss, or make backward seed the loss the script reports")
+    res.next_steps = [f"warpgrad gradcheck {res.script} --objective VARIABLE (the variable that holds the reported "
+                      "loss where the update runs)"]
+    return res
 
 
 def _run_facts(data: HarnessResult | None) -> tuple[str, str, dict[str, str]]:
@@ -840,13 +868,19 @@ def _nice(c: float) -> bool:
     return False
 
 
+def _hand_seed(seed: str) -> bool:
+    """A seed the user wrote by hand, uniform over terms or on a scalar (not a loss passed as `loss=`, not an
+    adjoint handed over from another backward pass)."""
+    return ("uniform seed" in seed or "scalar seed" in seed) and "boundary seed" not in seed
+
+
 def _reported_factor(stdout: str, seeded: list[float], objective_name: str | None) -> tuple[float | None, PrintedRelation]:
     """How the loss the script prints relates to the loss seeded into backward, at aligned iterations: the same
     value, c × it (c an integer or 1/integer: a sum/mean mix-up; returned as the factor), a different quantity,
     or nothing printed. Two aligned iterations at least: one coincidence is not a relation."""
     if objective_name or not seeded:
         return None, "not_printed"
-    printed = [p.value for p in parse_losses(strip_warp_chatter(stdout))]
+    printed = [p.value for p in parse_progress(strip_warp_chatter(stdout))]
     if not printed:
         return None, "not_printed"
     # Scripts print either before their update (the loss of this iteration) or after it (the next one's).

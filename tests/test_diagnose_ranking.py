@@ -29,6 +29,7 @@ PROGRAMS = {  # fixture (a file, or a folder of modules) -> the script to run
     "helpers_split": "train.py",
     "damped_smoothstep.py": "damped_smoothstep.py",
 }
+BOOKKEEPING = {"compaction_counter.py"}  # fixtures whose root-cause kernel writes an integer counter
 
 
 def root_cause(ws: Path) -> tuple[str, str, int]:
@@ -62,10 +63,17 @@ def test_the_rule_hit_at_the_root_cause_line_ranks_first(tmp_path, fixture):
         shutil.copy(src, tmp_path / fixture)
     rule, file, line = root_cause(tmp_path)
     r = diagnose_cli(tmp_path, PROGRAMS[fixture])
-    failed = [lc for td in r["tape"]["tapes"] for lc in td["gradcheck"] if lc["passed"] is False]
-    assert failed, "the shape needs a kernel that fails its own gradcheck_tape"  # else the test proves nothing
     top = r["hypotheses"][0]
     assert (top["rule"], top["file"], top["line"]) == (rule, file, line), r["hypotheses"]
+    if fixture in BOOKKEEPING:
+        # The root-cause kernel hands out slots from a counter: an FD relaunch would advance it (not a pure
+        # function of the inputs), so it is not relaunched, and the rule hit leads on its own.
+        skipped = [s["reason"] for td in r["tape"]["tapes"] for s in td["gradcheck_skipped"]]
+        assert any("integer arrays" in s for s in skipped), skipped
+        assert not any(h["rule"] == "kernel_adjoint" for h in r["hypotheses"]), r["hypotheses"]
+        return
+    failed = [lc for td in r["tape"]["tapes"] for lc in td["gradcheck"] if lc["passed"] is False]
+    assert failed, "the shape needs a kernel that fails its own gradcheck_tape"  # else the test proves nothing
     sources = {e["source"] for e in top["evidence"]}
     assert "rule" in sources and sources & {"localization", "tracker", "tape"}, top  # corroborated by the run
     generic = [h for h in r["hypotheses"] if h["rule"] == "kernel_adjoint"]

@@ -7,7 +7,7 @@ import contextlib
 import json
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, overload
 
@@ -193,17 +193,8 @@ class ModelCommand(click.Command):
         assert cli is not None  # spec() found it by its command
         required = fields[cli.positional].is_required()
         params: list[click.Parameter] = [click.Argument([cli.positional], required=required)]
-        for name, field in fields.items():
-            if name in (cli.positional, "args"):
-                continue
-            ctype, multiple = _click_type(field.annotation)
-            opt = "--" + cli.rename.get(name, name).replace("_", "-")
-            if ctype is bool:
-                params.append(click.Option([f"{opt}/--no-{opt[2:]}", name], default=None, help=field.description))
-            else:
-                plain = str if isinstance(ctype, click.Choice) else ctype
-                params.append(click.Option([opt, name], type=plain, multiple=multiple, default=None,
-                                           help=field.description))
+        # Plain strings for Literal fields: the model validates them and its error names the field.
+        params += field_options(spec.args, skip={cli.positional, "args"}, rename=cli.rename, choices=False)
         params.append(click.Option(["--workspace"], type=click.Path(file_okay=False, path_type=Path), default=None,
                                    help="Workspace root (default: the current folder, or the script's)."))
         params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print one JSON document."))
@@ -255,16 +246,29 @@ def _click_type(annotation: Any) -> tuple[Any, bool]:
     return str, False  # nested models: pass JSON
 
 
-def tool_command(spec: ToolSpec) -> click.Command:
+def field_options(model: type[BaseModel], *, skip: Collection[str] = (), rename: Mapping[str, str] | None = None,
+                  choices: bool = True) -> list[click.Parameter]:
+    """One option per field of `model` (`--field-name`, or `--NAME` for `rename[field]`), the field's description
+    as its help; booleans as `--x/--no-x`, lists repeatable, Literals as choices (`choices=False`: plain strings).
+    Every option defaults to None: an option not given leaves the field to the model's default."""
+    rename = rename or {}
     params: list[click.Parameter] = []
-    for name, field in spec.args.model_fields.items():
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
         ctype, multiple = _click_type(field.annotation)
-        opt = "--" + name.replace("_", "-")
+        opt = "--" + rename.get(name, name).replace("_", "-")
         if ctype is bool:
-            params.append(click.Option([f"{opt}/--no-{name.replace('_', '-')}", name], default=None, help=field.description))
+            params.append(click.Option([f"{opt}/--no-{opt[2:]}", name], default=None, help=field.description))
         else:
-            params.append(click.Option([opt, name], type=ctype, multiple=multiple, required=False, default=None,
+            plain = str if isinstance(ctype, click.Choice) and not choices else ctype
+            params.append(click.Option([opt, name], type=plain, multiple=multiple, default=None,
                                        help=field.description))
+    return params
+
+
+def tool_command(spec: ToolSpec) -> click.Command:
+    params = field_options(spec.args)
     params.append(click.Option(["--workspace"], type=click.Path(file_okay=False), default=".", help="Workspace root."))
     # Scripts parse this command's output: the whole record stays the default here (a model's default is the
     # one-screen summary, over MCP and chat).

@@ -78,7 +78,7 @@ class CliCommand:
     help: str
     positional: str = "script"
     """The field given as the positional argument (a workspace-relative path)."""
-    rename: dict[str, str] = field(default_factory=dict)
+    rename: dict[str, str] = field(default_factory=dict, hash=False)  # a spec stays hashable, as before
     """`{field: option name}` where the option's name is not the field's (`timeout_s` -> `--timeout`)."""
     paths: tuple[str, ...] = ()
     """Further fields that are paths: given relative to the current folder, passed workspace-relative."""

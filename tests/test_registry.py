@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import warpgrad
 from warpgrad.agent import prompt
 from warpgrad.agent.context import agent_tools
@@ -73,6 +75,24 @@ def test_the_derived_command_help_lists_every_input_field_with_its_description()
                 continue
             assert field.description and " ".join(field.description.split()) in " ".join(p.stdout.split()), \
                 (command, name)
+
+
+def test_a_command_naming_a_field_its_input_model_lacks_is_refused_where_it_is_declared():
+    from pydantic import BaseModel
+
+    from warpgrad.tools.registry import TOOLS, CliCommand, tool
+
+    class Args(BaseModel):
+        script: str
+
+    def misnamed(args: Args, workspace: Path) -> Args:
+        """Declared with a CLI rename of a field that does not exist."""
+        return args
+
+    declare = tool(args=Args, result=Args, cli=CliCommand(name="misnamed", help="x", rename={"timeout_s": "timeout"}))
+    with pytest.raises(TypeError, match="timeout_s"):
+        declare(misnamed)
+    assert "misnamed" not in TOOLS
 
 
 # A new tool module, as a contributor would write it: one declaration and nothing else anywhere.

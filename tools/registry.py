@@ -246,7 +246,7 @@ def _tool_decorators(text: str) -> list[ast.Call]:
     for i, line in enumerate(lines):
         if not line.startswith("@tool("):
             continue
-        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith(("def ", "@")))
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith(("def ", "@"))), len(lines))
         expr = ast.parse("\n".join(lines[i:end])[1:], mode="eval").body
         if isinstance(expr, ast.Call):
             calls.append(expr)

@@ -201,3 +201,9 @@ def test_a_tool_declared_once_appears_in_mcp_chat_the_skill_and_the_cli(tmp_path
     empty.write_text("", encoding="utf-8")
     assert python("-m", "warpgrad", "count-lines", "empty.txt", "--json").returncode == 1  # its declared exit status
     assert "count_lines" in python("-m", "warpgrad", "tool", "--help").stdout
+
+    # A second declaration of a command the CLI already has is an error, not a silent replacement.
+    clash = PLANTED.replace('name="count-lines"', 'name="diagnose"').replace("def count_lines", "def count_again")
+    (pkg / "tools" / "planted_clash.py").write_text(clash, encoding="utf-8")
+    refused = python("-m", "warpgrad", "--help")
+    assert refused.returncode == 3 and "declares the command 'diagnose'" in refused.stderr

@@ -77,6 +77,19 @@ def test_the_derived_command_help_lists_every_input_field_with_its_description()
                 (command, name)
 
 
+def test_the_hand_written_diagnose_command_has_an_option_for_every_input_field():
+    """`warpgrad diagnose` keeps hand-written options (it adds --md, --html, --detail and names its stages): a
+    field added to DiagnoseArgs without its option fails here."""
+    from warpgrad.tools.diagnose import DiagnoseArgs
+
+    p = subprocess.run([sys.executable, "-m", "warpgrad", "diagnose", "--help"], capture_output=True, text=True,
+                       timeout=120, check=False, env={**os.environ, "COLUMNS": "400"})
+    assert p.returncode == 0, p.stderr
+    renamed = {"params": "param", "timeout_s": "timeout"}
+    for name in set(DiagnoseArgs.model_fields) - {"script", "args"}:
+        assert "--" + renamed.get(name, name).replace("_", "-") in p.stdout, name
+
+
 def test_a_command_naming_a_field_its_input_model_lacks_is_refused_where_it_is_declared():
     from pydantic import BaseModel
 

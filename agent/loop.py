@@ -28,8 +28,6 @@ from .context import (
 from .trajectory import Trajectory, empty_totals
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
-EDIT_TOOLS = frozenset({"edit_file", "apply_patch"})
-"""Tools that change the user's program: the person sees the diff and confirms first."""
 
 
 def default_model() -> str:
@@ -199,7 +197,8 @@ class Agent:
         spec = self.tools.get(call["name"])
         self.events.on_tool_start(spec, call)
         t0 = time.monotonic()
-        declined = self.events.confirm(spec, call) if spec is not None and spec.name in EDIT_TOOLS else None
+        # Tools that change the user's program say so in their declaration: the person sees the diff first.
+        declined = self.events.confirm(spec, call) if spec is not None and spec.confirm else None
         result = None
         if declined is not None:
             output, is_error = f"The user declined this change. {declined}".strip(), True

@@ -85,13 +85,14 @@ def _run_tool_bounded(
     process boundary as the same JSON the structured content is made of, never revalidated.
     """
 
-    from ..tools.forked_call import run_bounded
-    from ..tools.registry import ToolCrashed
+    from ..tools.forked_call import ToolCrashed, run_bounded
     from ..tools.worker import shared_pool
     from .context import run_tool
 
-    # One warm worker for the session's runs, opened on the first call (tools/worker.py).
-    pool = shared_pool() if warm_worker else None
+    # One warm worker for the session's runs, opened by the first call of a tool that forks its runs from it
+    # (its declaration says so: `ToolSpec.forks`; tools/worker.py).
+    spec = tools.get(name)
+    pool = shared_pool() if warm_worker and spec is not None and spec.forks else None
     if pool is not None:
         # Started here, in the server: the forked tool call below uses the worker but could not keep one alive.
         pool.prewarm(workspace)
@@ -138,7 +139,7 @@ def build_server(
         return types.ListToolsResult(tools=[mcp_tool(s) for s in the_tools().values()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        from ..tools.registry import ToolTimeout
+        from ..tools.forked_call import ToolTimeout
 
         tools = the_tools()
         spec, started = tools.get(params.name), time.monotonic()

@@ -22,10 +22,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from warpgrad.tools.forked_call import run_bounded
+from warpgrad.tools.forked_call import ToolCancelled, ToolTimeout, run_bounded
 from warpgrad.tools.losses import parse_losses
 from warpgrad.tools.metric import MetricSpec
-from warpgrad.tools.registry import ToolCancelled, ToolTimeout
 from warpgrad.tools.run_script import RunScriptArgs, run_script
 
 

@@ -1,4 +1,5 @@
-"""CLI commands of the core: `warpgrad gradcheck`, `warpgrad run`, and `warpgrad tool NAME` for every registered tool."""
+"""CLI commands of the core: each tool's own command (`warpgrad gradcheck`, `warpgrad run`: a `CliCommand` in its
+declaration), and `warpgrad tool NAME` for every registered tool."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 import json
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, overload
 
@@ -18,7 +19,8 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from ..tools.gradcheck import GradcheckResult
-    from ..tools.registry import ToolSpec
+    from ..tools.registry import DeclaredCommand, ToolSpec
+    from ..tools.run_script import RunScriptResult
 
 console = Console(stderr=True)
 out = Console()
@@ -106,35 +108,7 @@ def render_gradcheck(r: GradcheckResult) -> None:
               f"Warp {r.warp_version}, harness {r.harness_id[:12]}[/]")
 
 
-def _run_gradcheck(ws: Path, raw: dict[str, Any], as_json: bool) -> int:
-    from ..tools.gradcheck import GradcheckArgs, gradcheck
-
-    # The capture run and the FD hubs fork from one warm worker instead of booting Python and Warp each.
-    with warm_worker(ws, raw.get("device")):
-        args = GradcheckArgs.model_validate(raw)
-        if as_json:
-            r = gradcheck(args, ws)
-        else:
-            from ..tools import progress
-
-            # On a terminal only (console is stderr): each stage, and the FD evaluations done out of planned.
-            with console.status("checking: capture run, then finite-difference runs of the script...") as status, \
-                    progress.reporting(status.update if console.is_terminal else None):
-                r = gradcheck(args, ws)
-    if as_json:
-        print(r.model_dump_json(indent=2))
-    else:
-        render_gradcheck(r)
-    return 0 if r.passed else (1 if r.passed is False else 2)
-
-
-def _run_script(ws: Path, raw: dict[str, Any], as_json: bool) -> int:
-    from ..tools.run_script import RunScriptArgs, run_script
-
-    r = run_script(RunScriptArgs.model_validate(raw), ws)
-    if as_json:
-        print(r.model_dump_json(indent=2))
-        return 0 if r.ok else 1
+def render_run(r: RunScriptResult) -> None:
     status = "[green]ran[/]" if r.ok else "[red]failed[/]" + (f": {r.error.kind}: {r.error.message}" if r.error else "")
     out.print(f"{r.script}: {status} in {r.wall_s:.1f} s (Warp {r.warp_version}, {r.device})")
     if r.loss_trajectory:
@@ -145,25 +119,67 @@ def _run_script(ws: Path, raw: dict[str, Any], as_json: bool) -> int:
         out.print(f"{r.metric.label()}: {found}")
     for w in r.warp_warnings[:10]:
         out.print(f"[yellow]Warp warning:[/] {w}")
-    return 0 if r.ok else 1
+
+
+def run_command(spec: ToolSpec, ws: Path, raw: dict[str, Any], as_json: bool) -> int:
+    """Run a tool as its own command: validate, run (its runs forked from a warm worker when it `forks`, the
+    stage and progress on a terminal when it declares a `status`), print, and return the exit status."""
+    import importlib
+
+    from ..tools import progress
+
+    cli = spec.cli
+    if cli is None:
+        raise TypeError(f"tool {spec.name} declares no command")
+    # The runs fork from one warm worker instead of booting Python and Warp each; it boots while the tool is
+    # imported and validated.
+    with warm_worker(ws, raw.get("device")) if spec.forks else contextlib.nullcontext():
+        args = spec.args.model_validate(raw)
+        if as_json or cli.status is None:
+            result = spec.call(args, ws)
+        else:
+            # On a terminal only (console is stderr): each stage, and the FD evaluations done out of planned.
+            with console.status(cli.status) as status, \
+                    progress.reporting(status.update if console.is_terminal else None):
+                result = spec.call(args, ws)
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    elif cli.render is None:
+        out.print(spec.summary(result), highlight=False, markup=False)
+    else:
+        mod, _, fn = cli.render.partition(":")
+        getattr(importlib.import_module(mod), fn)(result)
+    return 0 if cli.exit_code is None else cli.exit_code(result)
 
 
 class ModelCommand(click.Command):
-    """A command whose options are its tool's input model's fields, so they are written once, in the model.
+    """A tool's own command (`ToolSpec.cli`): its options are the tool's input model's fields, written once,
+    in the model, with their descriptions as help.
 
     The options are built when the command is parsed, not when the command tree is: importing a tool's
-    module takes seconds that `warpgrad --help` and every other command should not pay. Plain strings stay
-    strings (`--device`, `--metric-direction`): the model validates them and its error names the field.
-    The positional argument and the paths are workspace-relative in the model; arguments after `--` are
-    the script's (`args`).
+    module takes seconds that `warpgrad --help` and every other command should not pay (the name and help
+    come from `registry.declared_commands`, read from the source). Plain strings stay strings (`--device`,
+    `--metric-direction`): the model validates them and its error names the field. The positional argument
+    and the paths are workspace-relative in the model; arguments after `--` are the script's (`args`).
     """
 
-    def __init__(self, name: str, *, model: str, positional: str, rename: dict[str, str], paths: set[str],
-                 run: Any, help: str) -> None:
-        super().__init__(name, help=help, short_help=help.split(".")[0],
+    def __init__(self, declared: DeclaredCommand) -> None:
+        super().__init__(declared.name, help=declared.help, short_help=declared.help.split(".")[0],
                          context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
-        self.model, self.positional, self.rename, self.paths, self.run = model, positional, rename, paths, run
+        self.declared = declared
         self.built = False
+
+    def spec(self) -> ToolSpec:
+        """The tool that declares this command (its module imported now)."""
+        import importlib
+
+        from ..tools.registry import TOOLS
+
+        importlib.import_module(self.declared.module)
+        found = [s for s in TOOLS.values() if s.cli is not None and s.cli.name == self.name]
+        if len(found) != 1:
+            raise TypeError(f"{len(found)} tools declare the command {self.name!r} in {self.declared.module}")
+        return found[0]
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         if not self.built:
@@ -172,23 +188,13 @@ class ModelCommand(click.Command):
         return super().get_params(ctx)
 
     def model_params(self) -> list[click.Parameter]:
-        import importlib
-
-        mod, _, cls = self.model.rpartition(".")
-        args_model: type[BaseModel] = getattr(importlib.import_module(mod), cls)
-        required = self.positional == "script" and args_model.model_fields["script"].is_required()
-        params: list[click.Parameter] = [click.Argument([self.positional], required=required)]
-        for name, field in args_model.model_fields.items():
-            if name in (self.positional, "args"):
-                continue
-            ctype, multiple = _click_type(field.annotation)
-            opt = "--" + self.rename.get(name, name).replace("_", "-")
-            if ctype is bool:
-                params.append(click.Option([f"{opt}/--no-{opt[2:]}", name], default=None, help=field.description))
-            else:
-                plain = str if isinstance(ctype, click.Choice) else ctype
-                params.append(click.Option([opt, name], type=plain, multiple=multiple, default=None,
-                                           help=field.description))
+        spec = self.spec()
+        cli, fields = spec.cli, spec.args.model_fields
+        assert cli is not None  # spec() found it by its command
+        required = fields[cli.positional].is_required()
+        params: list[click.Parameter] = [click.Argument([cli.positional], required=required)]
+        # Plain strings for Literal fields: the model validates them and its error names the field.
+        params += field_options(spec.args, skip={cli.positional, "args"}, rename=cli.rename, choices=False)
         params.append(click.Option(["--workspace"], type=click.Path(file_okay=False, path_type=Path), default=None,
                                    help="Workspace root (default: the current folder, or the script's)."))
         params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print one JSON document."))
@@ -197,17 +203,20 @@ class ModelCommand(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
         from ..tools.registry import ToolError
 
+        spec = self.spec()
+        assert spec.cli is not None  # spec() found it by its command
+        positional, paths = spec.cli.positional, set(spec.cli.paths)
         kw = dict(ctx.params)
         workspace, as_json = kw.pop("workspace"), kw.pop("as_json")
         raw: dict[str, Any] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()
                                if v is not None and v != ()}
-        given = [Path(raw[k]) for k in (self.positional, *sorted(self.paths)) if k in raw]
+        given = [Path(raw[k]) for k in (positional, *sorted(paths)) if k in raw]
         ws = workspace_for(given[0] if given else None, workspace)
-        for k in {self.positional, *self.paths} & raw.keys():
+        for k in {positional, *paths} & raw.keys():
             raw[k] = rel_to(ws, Path(raw[k]))
         raw["args"] = list(ctx.args)
         try:
-            code = self.run(ws, raw, as_json)
+            code = run_command(spec, ws, raw, as_json)
         except (ToolError, ValidationError) as e:
             console.print(f"[red]error:[/] {e}")
             raise SystemExit(2) from None
@@ -215,17 +224,10 @@ class ModelCommand(click.Command):
 
 
 def click_commands() -> list[click.Command]:
-    """`gradcheck` and `run`: their options come from the tools' input models (`GradcheckArgs`, `RunScriptArgs`)."""
-    return [
-        ModelCommand("gradcheck", model="warpgrad.tools.gradcheck.GradcheckArgs", positional="script",
-                     rename={"params": "param", "timeout_s": "timeout"}, paths={"probe"}, run=_run_gradcheck,
-                     help="Check the gradient the optimizer consumes against finite differences. Exit 0: match, "
-                          "1: wrong, 2: no verdict. Arguments after `--` go to the script."),
-        ModelCommand("run", model="warpgrad.tools.run_script.RunScriptArgs", positional="script",
-                     rename={"timeout_s": "timeout"}, paths=set(), run=_run_script,
-                     help="Run a script in the sandbox and report its exit, time, Warp warnings and loss "
-                          "trajectory. Arguments after `--` go to the script."),
-    ]
+    """The tools' own commands (`gradcheck`, `run`, ...): one per `CliCommand` a tool declares; none listed here."""
+    from ..tools.registry import declared_commands
+
+    return [ModelCommand(d) for d in declared_commands()]
 
 
 # ---------------------------------------------------------------------------------------------- generated
@@ -244,16 +246,29 @@ def _click_type(annotation: Any) -> tuple[Any, bool]:
     return str, False  # nested models: pass JSON
 
 
-def tool_command(spec: ToolSpec) -> click.Command:
+def field_options(model: type[BaseModel], *, skip: Collection[str] = (), rename: Mapping[str, str] | None = None,
+                  choices: bool = True) -> list[click.Parameter]:
+    """One option per field of `model` (`--field-name`, or `--NAME` for `rename[field]`), the field's description
+    as its help; booleans as `--x/--no-x`, lists repeatable, Literals as choices (`choices=False`: plain strings).
+    Every option defaults to None: an option not given leaves the field to the model's default."""
+    rename = rename or {}
     params: list[click.Parameter] = []
-    for name, field in spec.args.model_fields.items():
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
         ctype, multiple = _click_type(field.annotation)
-        opt = "--" + name.replace("_", "-")
+        opt = "--" + rename.get(name, name).replace("_", "-")
         if ctype is bool:
-            params.append(click.Option([f"{opt}/--no-{name.replace('_', '-')}", name], default=None, help=field.description))
+            params.append(click.Option([f"{opt}/--no-{opt[2:]}", name], default=None, help=field.description))
         else:
-            params.append(click.Option([opt, name], type=ctype, multiple=multiple, required=False, default=None,
+            plain = str if isinstance(ctype, click.Choice) and not choices else ctype
+            params.append(click.Option([opt, name], type=plain, multiple=multiple, default=None,
                                        help=field.description))
+    return params
+
+
+def tool_command(spec: ToolSpec) -> click.Command:
+    params = field_options(spec.args)
     params.append(click.Option(["--workspace"], type=click.Path(file_okay=False), default=".", help="Workspace root."))
     # Scripts parse this command's output: the whole record stays the default here (a model's default is the
     # one-screen summary, over MCP and chat).

@@ -48,7 +48,9 @@ def command() -> TyperGroup:
     group = typer.main.get_command(build())
     if not isinstance(group, TyperGroup):  # typer builds a group whenever an app has several commands
         raise TypeError(f"expected a command group, got {type(group).__name__}")
-    for cmd in click_commands():  # gradcheck, run: options from the tools' input models
+    for cmd in click_commands():  # the tools' own commands (gradcheck, run): declared with the tool
+        if cmd.name in group.commands:  # a declaration must not silently replace a hand-written command
+            raise TypeError(f"a tool declares the command {cmd.name!r}, which the CLI already has")
         group.add_command(cmd)  # type: ignore[arg-type]
     tools = ToolGroup("tool", help="Run any registered tool; options come from its input model.")
     # typer vendors its own copy of click; its group calls a `click.Group` child through the same methods.

@@ -61,7 +61,8 @@ TOOLS = {
         "square", "Square n.", SquareArgs, SquareResult, lambda a, w: SquareResult(square=a.n**2)
     ),
     "crash": ToolSpec("crash", "Always crashes.", SquareArgs, SquareResult, _crash),
-    "edit_file": ToolSpec("edit_file", "Write a file.", WriteArgs, WriteResult, _write, read_only=False),
+    "edit_file": ToolSpec("edit_file", "Write a file.", WriteArgs, WriteResult, _write, read_only=False,
+                          confirm=True),
     "finish": ToolSpec("finish", "End the session.", FinishArgs, FinishResult, _finish),
 }
 

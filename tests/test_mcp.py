@@ -395,3 +395,34 @@ def test_the_warpgrad_mcp_fast_path_keeps_the_command_line_of_the_full_tree(tmp_
     bad = subprocess.run([launcher, "mcp", "--workspace", str(tmp_path / "missing")], capture_output=True,
                          text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "is not a folder" in bad.stderr
+
+
+WARM_ONLY_FOR_FORKING = """
+import sys
+from pathlib import Path
+from pydantic import BaseModel
+from warpgrad.agent.mcp_server import _run_tool_bounded
+from warpgrad.tools import worker
+from warpgrad.tools.registry import ToolSpec
+
+class NoArgs(BaseModel):
+    pass
+
+class Done(BaseModel):
+    ok: bool
+
+tools = {name: ToolSpec(name, "Does nothing.", NoArgs, Done, lambda a, w: Done(ok=True), forks=forks)
+         for name, forks in (("plain", False), ("forking", True))}
+ws, seen = Path(sys.argv[1]), []
+for name in ("plain", "forking"):
+    out, is_error, _ = _run_tool_bounded(tools, name, {}, ws, 60, __import__("threading").Event(), warm_worker=True)
+    seen.append((name, is_error, worker.active_pool() is not None))
+print(seen)
+"""
+
+
+def test_the_server_boots_its_warm_worker_only_for_a_tool_declared_to_fork_its_runs(tmp_path):
+    p = subprocess.run([sys.executable, "-c", WARM_ONLY_FOR_FORKING, str(tmp_path)], capture_output=True, text=True,
+                       timeout=120, check=False, env={k: v for k, v in os.environ.items() if k != "WARPGRAD_WORKER"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[('plain', False, False), ('forking', False, True)]"

@@ -16,9 +16,9 @@ from pydantic import BaseModel, Field
 
 from warpgrad.agent.mcp_server import build_server
 from warpgrad.tools import workspace as ws_tools
-from warpgrad.tools.forked_call import run_bounded
+from warpgrad.tools.forked_call import ToolCancelled, ToolTimeout, run_bounded
 from warpgrad.tools.ledger import Ledger
-from warpgrad.tools.registry import ToolError, ToolSpec, ToolTimeout, load_tools
+from warpgrad.tools.registry import ToolError, ToolSpec, load_tools
 
 
 class SleepArgs(BaseModel):
@@ -109,8 +109,6 @@ def test_a_malformed_json_rpc_line_gets_a_parse_error_reply(tmp_path):
 
 def test_a_cancelled_call_is_killed_before_its_side_effects(tmp_path):
     import threading
-
-    from warpgrad.tools.registry import ToolCancelled
 
     marker = tmp_path / "late.txt"
 

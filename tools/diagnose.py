@@ -723,7 +723,7 @@ def _next_steps(res: DiagnoseResult) -> list[str]:
     return [s for s in steps if s]
 
 
-@tool(args=DiagnoseArgs, result=DiagnoseResult, long_running=True, render=diagnose_text)
+@tool(args=DiagnoseArgs, result=DiagnoseResult, long_running=True, render=diagnose_text, forks=True)
 def diagnose(args: DiagnoseArgs, workspace: Path) -> DiagnoseResult:
     """Run the whole measured pipeline on a training script, without an LLM: run it, check its gradient
     against finite differences (signature), run Warp's overwrite tracker, inspect the recorded tape for

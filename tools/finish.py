@@ -78,7 +78,7 @@ class FinishResult(BaseModel):
                                  "user or quote from it; every number in it comes from the ledger.")
 
 
-@tool(args=FinishArgs, result=FinishResult, read_only=False)
+@tool(args=FinishArgs, result=FinishResult, read_only=False, forks=True)
 def finish(args: FinishArgs, workspace: Path) -> FinishResult:
     """End the session with an outcome. Refused, with the missing evidence listed, unless the ledger proves it.
 

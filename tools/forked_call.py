@@ -2,7 +2,8 @@
 
 A thread cannot be stopped, so a tool that overran in a thread kept running and could still write to the
 ledger after its caller had given up. A forked child is killed for real: its process group gets SIGKILL,
-and the user code it started dies with it.
+and the user code it started dies with it. This is the fork machinery and its errors; the registry only
+declares tools.
 """
 
 from __future__ import annotations
@@ -18,7 +19,19 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from .registry import ToolCancelled, ToolCrashed, ToolError, ToolTimeout
+from .registry import ToolError
+
+
+class ToolTimeout(ToolError):
+    """A tool call ran past its time limit and was killed (with everything it started)."""
+
+
+class ToolCancelled(ToolError):
+    """The caller gave up on a tool call (the client cancelled it); it was killed."""
+
+
+class ToolCrashed(ToolError):
+    """The process running a tool call died without an answer (a signal, or it exited)."""
 
 
 def run_bounded(fn: Callable[[], Any], timeout_s: float, cancel: threading.Event | None = None) -> Any:

@@ -59,7 +59,7 @@ from .harness.protocol import (
 )
 from .ledger import Ledger
 from .losses import parse_losses, parse_progress
-from .registry import ToolError, tool
+from .registry import CliCommand, ToolError, tool
 from .run_script import RunError, RunScriptResult, describe_run
 from .signatures import Signature
 from .workspace import rel_path, resolve_path
@@ -1014,7 +1014,17 @@ def check_probe(args: GradcheckArgs, workspace: Path, probe: Path, script: Path 
     return _finish(res, report, [fd.Param(p.name, p.name, np.zeros(1), g) for p, g in zip(res.params, grads)], cap, t0=t0)
 
 
-@tool(args=GradcheckArgs, result=GradcheckResult, long_running=True)
+def _gradcheck_exit(r: GradcheckResult) -> int:
+    """0: match, 1: wrong, 2: no verdict (a CI job gates on 1)."""
+    return 0 if r.passed else (1 if r.passed is False else 2)
+
+
+@tool(args=GradcheckArgs, result=GradcheckResult, long_running=True, forks=True,
+      cli=CliCommand(name="gradcheck", help="Check the gradient the optimizer consumes against finite differences. Exit "
+                                           "0: match, 1: wrong, 2: no verdict. Arguments after `--` go to the script.",
+                     rename={"params": "param", "timeout_s": "timeout"}, paths=("probe",), exit_code=_gradcheck_exit,
+                     render="warpgrad.cli.core:render_gradcheck",
+                     status="checking: capture run, then finite-difference runs of the script..."))
 def gradcheck(args: GradcheckArgs, workspace: Path) -> GradcheckResult:
     """Compare the gradient the optimizer actually consumes with central finite differences of the
     objective over the full horizon, at the script's real inputs, and name the way it is wrong (signature:

@@ -140,7 +140,7 @@ def _search(res: BisectResult, checker, knob, args: BisectArgs, high: int) -> Bi
     return res
 
 
-@tool(args=BisectArgs, result=BisectResult, long_running=True)
+@tool(args=BisectArgs, result=BisectResult, long_running=True, forks=True)
 def bisect(args: BisectArgs, workspace: Path) -> BisectResult:
     """Localize a wrong gradient in time: rerun the FD check on copies of the script with its step-count
     knob set to smaller horizons (binary search) and report the first horizon where AD and FD disagree.

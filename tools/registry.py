@@ -5,6 +5,13 @@ output model, registered by the `@tool` decorator where it is defined; nothing e
 docstring's first paragraph is what the model reads. Every module of `tools/` that applies the
 decorator is found by `load_tools` (a text scan, so modules without tools are not imported for it).
 
+The declaration says everything a front end needs: whether the tool changes files (MCP annotations), runs
+user code for long (progress), forks its runs from a warm worker (`forks`: the CLI and the MCP server boot
+one for it), asks a person first in chat (`confirm`), and whether it is a top-level command of its own
+(`cli`, a `CliCommand`: `warpgrad gradcheck`, `warpgrad run`; every tool is `warpgrad tool NAME` anyway).
+A top-level command's name and help are read from the decorator's source (`declared_commands`), so
+`warpgrad --help` lists them without importing the tools.
+
 Every tool answers in two sizes: its default answer fits one screen (`render`, or the compacted record,
 under `budget` characters; `tools/budget.py`), and `detail="full"` returns the whole record. The
 `detail` argument is added to every tool's input schema here, not to each input model. The structured
@@ -14,10 +21,11 @@ to accept a fitted record.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,18 +47,6 @@ class ToolError(Exception):
     """A tool refused or failed in a way the caller should read and act on (becomes `is_error`)."""
 
 
-class ToolTimeout(ToolError):
-    """A tool call ran past its time limit and was killed (with everything it started)."""
-
-
-class ToolCancelled(ToolError):
-    """The caller gave up on a tool call (the client cancelled it); it was killed."""
-
-
-class ToolCrashed(ToolError):
-    """The process running a tool call died without an answer (a signal, or it exited)."""
-
-
 DETAIL = "detail"
 
 
@@ -68,6 +64,33 @@ def split_detail(raw: dict[str, Any]) -> tuple[dict[str, Any], Detail]:
 
 
 @dataclass(frozen=True)
+class CliCommand:
+    """A tool's own top-level command (`warpgrad NAME SCRIPT [--option ...] [-- ARGS]`).
+
+    Its options are the input model's fields (`--field-name`, the field's description as help), so nothing
+    about them is written here but what a command line needs besides: the positional field, option names
+    kept from before (`rename`), the fields that are paths (made workspace-relative), the exit status, and
+    how a person sees the result. `name` and `help` must be literals: `declared_commands` reads them from
+    the source without importing the tool.
+    """
+
+    name: str
+    help: str
+    positional: str = "script"
+    """The field given as the positional argument (a workspace-relative path)."""
+    rename: dict[str, str] = field(default_factory=dict, hash=False)  # a spec stays hashable, as before
+    """`{field: option name}` where the option's name is not the field's (`timeout_s` -> `--timeout`)."""
+    paths: tuple[str, ...] = ()
+    """Further fields that are paths: given relative to the current folder, passed workspace-relative."""
+    exit_code: Callable[[Any], int] | None = None
+    """The exit status for a result (None: 0); a refusal (`ToolError`) or bad arguments exit 2."""
+    render: str | None = None
+    """`module:function` that prints the result for a person (None: the tool's one-screen summary)."""
+    status: str | None = None
+    """What a terminal shows while the tool runs (with its progress); None shows nothing."""
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     description: str
@@ -82,6 +105,13 @@ class ToolSpec:
     """The one-screen text of a result; None: the result compacted (`budget.compact_json`)."""
     budget: int = SCREEN
     """Characters the default answer may take."""
+    forks: bool = False
+    """Its runs of user code fork from a warm worker (`tools/worker.py`): the CLI opens one around the call
+    and the MCP server boots its shared one before the call (other tools do not pay for it)."""
+    confirm: bool = False
+    """It changes the user's program: `warpgrad chat` shows the change and asks the person first."""
+    cli: CliCommand | None = None
+    """Its own top-level CLI command, if any."""
 
     def anthropic_param(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema()}
@@ -129,15 +159,21 @@ ToolFn = TypeVar("ToolFn", bound=Callable[..., BaseModel])
 
 def tool(
     *, args: type[BaseModel], result: type[BaseModel], name: str | None = None, read_only: bool = True,
-    long_running: bool = False, render: Renderer | None = None, budget: int = SCREEN,
+    long_running: bool = False, render: Renderer | None = None, budget: int = SCREEN, forks: bool = False,
+    confirm: bool = False, cli: CliCommand | None = None,
 ) -> Callable[[ToolFn], ToolFn]:
-    """Register `fn` as a tool. The name defaults to the function name."""
+    """Register `fn` as a tool (the fields are `ToolSpec`'s). The name defaults to the function name."""
 
     def register(fn: ToolFn) -> ToolFn:
         doc = inspect.getdoc(fn)
         if not doc:
             raise TypeError(f"tool {fn.__name__} needs a docstring: it is what the model reads")
-        spec = ToolSpec(name or fn.__name__, doc, args, result, fn, read_only, long_running, render, budget)
+        if cli is not None:
+            unknown = ({cli.positional, *cli.paths, *cli.rename} - set(args.model_fields))
+            if unknown:
+                raise TypeError(f"tool {fn.__name__}: the CLI names fields {args.__name__} lacks: {sorted(unknown)}")
+        spec = ToolSpec(name or fn.__name__, doc, args, result, fn, read_only, long_running, render, budget,
+                        forks, confirm, cli)
         if spec.name in TOOLS and TOOLS[spec.name].run is not fn:
             raise ValueError(f"tool {spec.name!r} registered twice")
         TOOLS[spec.name] = spec
@@ -146,20 +182,75 @@ def tool(
     return register
 
 
-def tool_modules() -> list[str]:
-    """The modules of `tools/` that declare a tool (a line starting `@tool(`), sorted by module name.
-
-    The order is the order the model sees the tools in; it depends only on the module names, so the
-    rendered tool list stays byte-identical between sessions (prompt caching)."""
+def _tool_sources() -> dict[str, str]:
+    """`{module: source}` of the modules of `tools/` that declare a tool (a line starting `@tool(`), sorted by
+    module name."""
     root = Path(__file__).parent
-    found = []
+    found = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
         if rel.parts[0] == "harness" or path.name == "registry.py":
             continue  # the harness runs in the child process; the registry defines the decorator
-        if "\n@tool(" in path.read_text(encoding="utf-8"):
-            found.append(f"{__package__}." + ".".join(rel.with_suffix("").parts))
+        text = path.read_text(encoding="utf-8")
+        if "\n@tool(" in text:
+            found[f"{__package__}." + ".".join(rel.with_suffix("").parts)] = text
     return found
+
+
+def tool_modules() -> list[str]:
+    """The modules of `tools/` that declare a tool, sorted by module name.
+
+    The order is the order the model sees the tools in; it depends only on the module names, so the
+    rendered tool list stays byte-identical between sessions (prompt caching)."""
+    return list(_tool_sources())
+
+
+@dataclass(frozen=True)
+class DeclaredCommand:
+    """A top-level CLI command as its tool's source declares it, read without importing the tool."""
+
+    name: str
+    help: str
+    module: str
+    """The tool's module: importing it registers the tool whose `cli.name` is `name`."""
+
+
+def declared_commands() -> list[DeclaredCommand]:
+    """Every `cli=CliCommand(name=..., help=...)` of a `@tool` decorator in `tools/`, in `tool_modules` order.
+
+    Read from the source (each decorator's text alone is parsed) because importing the tools costs about a
+    second that `warpgrad --help` and every other command should not pay.
+
+    Raises:
+        TypeError: a `CliCommand` whose name or help is not a literal.
+    """
+    found = []
+    for module, text in _tool_sources().items():
+        for call in _tool_decorators(text):
+            cli = next((k.value for k in call.keywords if k.arg == "cli"), None)
+            if not isinstance(cli, ast.Call):
+                continue
+            given = {k.arg: k.value for k in cli.keywords}
+            try:
+                name, help_ = (ast.literal_eval(given[k]) for k in ("name", "help"))
+            except (KeyError, ValueError) as e:
+                raise TypeError(f"{module}: CliCommand needs literal name= and help= keywords") from e
+            found.append(DeclaredCommand(name, help_, module))
+    return found
+
+
+def _tool_decorators(text: str) -> list[ast.Call]:
+    """The `@tool(...)` calls in a module's source: each from its `@tool(` line to the line before its `def`."""
+    lines = text.splitlines()
+    calls = []
+    for i, line in enumerate(lines):
+        if not line.startswith("@tool("):
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith(("def ", "@"))), len(lines))
+        expr = ast.parse("\n".join(lines[i:end])[1:], mode="eval").body
+        if isinstance(expr, ast.Call):
+            calls.append(expr)
+    return calls
 
 
 def load_tools() -> dict[str, ToolSpec]:

@@ -14,7 +14,7 @@ from .ledger import Ledger
 from .losses import JsonFloat, LossPoint, parse_progress, summarize
 from .metric import Direction, MetricSpec
 from .paths import rel_path, resolve_path
-from .registry import tool
+from .registry import CliCommand, tool
 from .workflow import fix_workflow
 
 ErrorKind = Literal[
@@ -165,7 +165,11 @@ def _error_of(proc: ProcessResult, data: HarnessResult | None, stderr: str) -> R
     return None
 
 
-@tool(args=RunScriptArgs, result=RunScriptResult, long_running=True)
+@tool(args=RunScriptArgs, result=RunScriptResult, long_running=True, forks=True,
+      cli=CliCommand(name="run", help="Run a script in the sandbox and report its exit, time, Warp warnings and loss "
+                                     "trajectory. Arguments after `--` go to the script.",
+                     rename={"timeout_s": "timeout"}, exit_code=lambda r: 0 if r.ok else 1,
+                     render="warpgrad.cli.core:render_run"))
 def run_script(args: RunScriptArgs, workspace: Path) -> RunScriptResult:
     """Run a workspace script as `python script.py args...` would (its folder on sys.path) in a sandboxed
     subprocess with a timeout and memory cap, and report exit status, wall time, the end of its output,

@@ -252,7 +252,7 @@ class ShrinkResult(BaseModel):
     message: str = ""
 
 
-@tool(args=ShrinkArgs, result=ShrinkResult, read_only=False, long_running=True)
+@tool(args=ShrinkArgs, result=ShrinkResult, read_only=False, long_running=True, forks=True)
 def shrink(args: ShrinkArgs, workspace: Path) -> ShrinkResult:
     """Find a script's size knobs (particle counts, steps, iterations, frames, grid res...) and write a shrunk copy.
 

@@ -392,7 +392,7 @@ def describe_inspection(proc: ProcessResult, data: CaptureResult | None, workspa
     return res
 
 
-@tool(args=InspectTapeArgs, result=InspectTapeResult, long_running=True)
+@tool(args=InspectTapeArgs, result=InspectTapeResult, long_running=True, forks=True)
 def inspect_tape(args: InspectTapeArgs, workspace: Path) -> InspectTapeResult:
     """List the tape recorded at a training iteration (every launch with kernel, call site, dim, and its
     arrays: shape, dtype, requires_grad, retain_grad, which the kernel reads and writes from its source) and

@@ -203,7 +203,7 @@ def _listener_notes(ran: bool, lst: TrackerReport, compiled_modules: list[str]) 
     return notes
 
 
-@tool(args=InstrumentArgs, result=InstrumentResult, long_running=True)
+@tool(args=InstrumentArgs, result=InstrumentResult, long_running=True, forks=True)
 def instrument(args: InstrumentArgs, workspace: Path) -> InstrumentResult:
     """Run the script with Warp's overwrite tracker on (verify_autograd_array_access, set before any module
     loads) and return each distinct overwrite it reports: kind (within_kernel, across_launches, copy), the

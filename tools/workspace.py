@@ -379,7 +379,7 @@ class PatchResult(BaseModel):
     seq: int = Field(description="Ledger record of the patch.")
 
 
-@tool(args=EditFileArgs, result=PatchResult, read_only=False)
+@tool(args=EditFileArgs, result=PatchResult, read_only=False, confirm=True)
 def edit_file(args: EditFileArgs, workspace: Path) -> PatchResult:
     """Replace exact text in a workspace file (must match exactly once unless replace_all), as a recorded patch.
 
@@ -457,7 +457,7 @@ class ApplyPatchArgs(BaseModel):
     reason: str = Field("", description="Why this change fixes the gradient (recorded with the patch).")
 
 
-@tool(args=ApplyPatchArgs, result=PatchResult, read_only=False)
+@tool(args=ApplyPatchArgs, result=PatchResult, read_only=False, confirm=True)
 def apply_patch(args: ApplyPatchArgs, workspace: Path) -> PatchResult:
     """Apply a unified diff to workspace files as one recorded patch (all files or none).
 

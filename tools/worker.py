@@ -66,7 +66,7 @@ from .child_process import (
     harness_env,
     signal_name,
 )
-from .kernel_cache import RUN_CACHE_DIR, seed, shared_cache
+from .kernel_cache import RUN_CACHE_DIR, harvest, seed, shared_cache
 from .sandbox import (
     SandboxPolicy,
     bwrap_argv,
@@ -176,6 +176,7 @@ class WorkerPool:
 
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
              sandbox: SandboxPolicy) -> ProcessResult | None:
+        code_cache = warp_cache_dir(env)
         env, sandbox = _own_kernel_cache(env, sandbox)
         key = self._key(env, sandbox)
         if key is None or memory_mb is None or memory_mb > key.memory_mb or not self._writable(sandbox, env):
@@ -192,6 +193,9 @@ class WorkerPool:
             except _NotServed:
                 return None
             self.served += 1
+            own = warp_cache_dir(env)
+            if own != code_cache and not code_cache.resolve().is_relative_to(Path(env.get("TMPDIR", own)).resolve()):
+                harvest(own, code_cache)  # its tracker builds and Warp's own modules: compiled once per code
             return result
         return None
 

@@ -181,6 +181,9 @@ class FDEngine:
     seed: int = 0
     evaluations: int = 0
     _step: float = 0.0
+    # Told (step, relative truncation error) as soon as the sweep has chosen them, before the directions are
+    # compared: the first iteration's check at that step (`check_at`) needs nothing else, so it can start then.
+    on_step: Callable[[float, float], None] | None = None
 
     def _run(self, batch: list[dict[str, np.ndarray]]) -> list[Evaluation]:
         self.evaluations += len(batch)
@@ -231,6 +234,8 @@ class FDEngine:
         # terms cancel has a small FD·v but no smaller an error.
         trunc_rel = d_min / max(abs(best.fd), best.magnitude, 1e-300)
         band0 = d_min + best.rounding_band
+        if self.on_step is not None:
+            self.on_step(t, trunc_rel)
         checks = self._directions_at(dirs, t, trunc_rel, self._direction_check(
             0, "all", best.fd, best.ad, best.rounding_band, d_min, best.magnitude, steps=sweep))
         if isinstance(checks, str):

@@ -474,6 +474,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
     res = GradcheckResult(ok=False, mode="capture", script=rel)
     tmp = Path(tempfile.mkdtemp(prefix="warpgrad-fd-"))
     ev: _Evaluator | None = None
+    early: _EarlyFirst | None = None
     try:
         base = CaptureConfig(workspace=str(workspace), script=str(script), args=list(args.args), device=args.device,
                              seed=args.seed, outdir=str(tmp))
@@ -546,6 +547,8 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
                                         after=after)
         return _combine(primary, first)
     finally:
+        if early is not None:
+            early.discard()  # on an error of the later iteration's check: before its hubs and files go
         if ev is not None:
             ev.close()
         shutil.rmtree(tmp, ignore_errors=True)

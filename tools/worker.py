@@ -96,7 +96,9 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
     Runs forked from one worker share its sandbox, so none may write a cache another run loads (the cache
     of its code, `kernel_cache.py`, is bound only in a fresh run's sandbox). Each gets a private cache
     seeded with links to the user's compiled modules and to those of its code's cache (read-only inside),
-    thrown away with its temp dir: a module neither holds compiles in every such run.
+    thrown away with its temp dir. What the run compiled there is first copied into its code's cache by this
+    process, outside the sandbox (`kernel_cache.harvest`, in `_run`): else a module neither cache holds (the
+    tracker's builds, `warp.autograd`) would compile again in every forked run.
     """
     if shared_cache(os.environ) is not None:
         return env, sandbox  # trusted mode: every run writes the one shared cache (bound in the worker's sandbox)

@@ -1,6 +1,7 @@
 """Benchmark: issue 14's speed targets, `gradcheck` and `diagnose` over the script's own run, CLI and warm server.
 
-Run: `python bench/bench_speed.py [--cases ID ...] [--limit 8] [--reps 3] [--out bench/results/speed.json]`
+Run: `python bench/bench_speed.py [--cases ID ...] [--limit 8] [--reps 3] [--out bench/results/speed.json]
+[--diagnose-cli-only]`
 
 Cases: the shipped suite's triggering cases, the first `--limit` by id (or exactly `--cases`). Per case, in a
 copy of its files with a kernel cache of its own (`WARP_CACHE_PATH`): the script once (fills the cache), then
@@ -127,6 +128,9 @@ class Summary(BaseModel):
 def bench_env(cache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "WARPGRAD_WORKER"}
     env["WARP_CACHE_PATH"] = str(cache)
+    # warpgrad's own kernel caches (tracker builds, Warp's autograd module) start empty for every case: filled by the
+    # untimed warm-up runs, never by an earlier benchmark or another warpgrad.
+    env["WARPGRAD_KERNEL_CACHE"] = str(cache.parent / "warpgrad-kernels")
     return env
 
 
@@ -150,7 +154,8 @@ def cli_run(command: str, entry: str, ws: Path, env: dict[str, str]) -> Run:
                    error=f"{command} exit {p.returncode}: {p.stderr[-500:]}")
     data = json.loads(p.stdout[start:])
     key = "passed" if command == "gradcheck" else "gradients_wrong"
-    return Run(s=wall, verdict=Verdict(signature=data["signature"], verdict=data[key]))
+    # The JSON leaves out what is None (no verdict either way).
+    return Run(s=wall, verdict=Verdict(signature=data["signature"], verdict=data.get(key)))
 
 
 class WarmSession:
@@ -196,13 +201,13 @@ class WarmSession:
         self._err.close()
 
 
-def round_order(rep: int) -> list[str]:
+def round_order(rep: int, diagnose_cli_only: bool = False) -> list[str]:
     """The sides of one round; the warm pair counts as one step. Reversed every other round."""
-    order = [SCRIPT, GC_CLI, DG_CLI, "warm"]
+    order = [SCRIPT, DG_CLI] if diagnose_cli_only else [SCRIPT, GC_CLI, DG_CLI, "warm"]
     return order if rep % 2 == 0 else order[::-1]
 
 
-def one(case_id: str, entry: str, suite_root: Path, reps: int) -> CaseRow:
+def one(case_id: str, entry: str, suite_root: Path, reps: int, diagnose_cli_only: bool = False) -> CaseRow:
     work = Path(tempfile.mkdtemp(prefix=f"wg-benchspeed-{case_id}-"))
     ws, cache = work / "ws", work / "cache"
     shutil.copytree(suite_root / "files" / case_id, ws)
@@ -210,20 +215,21 @@ def one(case_id: str, entry: str, suite_root: Path, reps: int) -> CaseRow:
     runs: dict[str, list[Run]] = {k: [] for k in KINDS}
     warm: WarmSession | None = None
     try:
-        warmup = [script_run(entry, ws, env), cli_run("gradcheck", entry, ws, env), cli_run("diagnose", entry, ws, env)]
-        warm = WarmSession(ws, entry, env, work / "warm.stderr")
+        warmup = [script_run(entry, ws, env),
+                  None if diagnose_cli_only else cli_run("gradcheck", entry, ws, env), cli_run("diagnose", entry, ws, env)]
+        warm = None if diagnose_cli_only else WarmSession(ws, entry, env, work / "warm.stderr")
         for rep in range(reps):
-            for side in round_order(rep):
+            for side in round_order(rep, diagnose_cli_only):
                 if side == SCRIPT:
                     runs[SCRIPT].append(script_run(entry, ws, env))
                 elif side in (GC_CLI, DG_CLI):
                     runs[side].append(cli_run("gradcheck" if side == GC_CLI else "diagnose", entry, ws, env))
-                else:
+                elif warm is not None:
                     pair = [GC_WARM, DG_WARM] if rep % 2 == 0 else [DG_WARM, GC_WARM]
                     for name, c in warm.calls(pair).items():
                         runs[name].append(Run(s=c.s, verdict=Verdict(signature=c.signature, verdict=c.verdict)))
-        pool = warm.close()
-        first = {k: Verdict.model_validate(v) for k, v in warm.first.items()}
+        pool = warm.close() if warm is not None else {}
+        first = {k: Verdict.model_validate(v) for k, v in warm.first.items()} if warm is not None else {}
         return summarize_case(case_id, entry, runs, warmup, first, pool)
     finally:
         if warm is not None:
@@ -231,23 +237,25 @@ def one(case_id: str, entry: str, suite_root: Path, reps: int) -> CaseRow:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def summarize_case(case_id: str, entry: str, runs: dict[str, list[Run]], warmup: list[Run],
+def summarize_case(case_id: str, entry: str, runs: dict[str, list[Run]], warmup: list[Run | None],
                    first_warm: dict[str, Verdict], pool: dict[str, int]) -> CaseRow:
-    med = {k: statistics.median(r.s for r in v) for k, v in runs.items()}
+    med = {k: statistics.median(r.s for r in v) for k, v in runs.items() if v}
     # Every run counts for stability, the untimed ones too.
-    gc = [r.verdict for r in [warmup[1], *runs[GC_CLI], *runs[GC_WARM]] if r.verdict] + [first_warm[GC_WARM]]
-    dg = [r.verdict for r in [warmup[2], *runs[DG_CLI], *runs[DG_WARM]] if r.verdict] + [first_warm[DG_WARM]]
-    errors = [r.error for r in [*warmup, *(x for v in runs.values() for x in v)] if r.error]
+    gc = [r.verdict for r in [warmup[1], *runs[GC_CLI], *runs[GC_WARM]] if r is not None and r.verdict] + [
+        first_warm[k] for k in (GC_WARM,) if k in first_warm]
+    dg = [r.verdict for r in [warmup[2], *runs[DG_CLI], *runs[DG_WARM]] if r is not None and r.verdict] + [
+        first_warm[k] for k in (DG_WARM,) if k in first_warm]
+    errors = [r.error for r in [*warmup, *(x for v in runs.values() for x in v)] if r is not None and r.error]
     return CaseRow(case=case_id, entry=entry, median_s={k: round(v, 3) for k, v in med.items()},
-                   ratio={k: round(med[k] / med[SCRIPT], 2) for k in KINDS if k != SCRIPT},
+                   ratio={k: round(med[k] / med[SCRIPT], 2) for k in KINDS if k != SCRIPT and k in med},
                    runs_s={k: [round(r.s, 3) for r in v] for k, v in runs.items()},
                    gradcheck_verdicts=list(dict.fromkeys(gc)), diagnose_verdicts=list(dict.fromkeys(dg)),
-                   gradcheck_stable=len(set(gc)) == 1, diagnose_stable=len(set(dg)) == 1,
+                   gradcheck_stable=len(set(gc)) <= 1, diagnose_stable=len(set(dg)) <= 1,  # none: that side was not timed
                    warm_pool=pool, errors=errors)
 
 
 def summarize(rows: list[CaseRow], reps: int) -> Summary:
-    ratios = [k for k in KINDS if k != SCRIPT]
+    ratios = [k for k in KINDS if k != SCRIPT and all(k in r.ratio for r in rows)]
     return Summary(cases=len(rows), reps=reps,
                    median_ratio={k: round(statistics.median(r.ratio[k] for r in rows), 2) for k in ratios},
                    max_ratio={k: max(r.ratio[k] for r in rows) for k in ratios},
@@ -263,6 +271,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=8, help="At most this many default cases.")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "speed.json")
+    ap.add_argument("--diagnose-cli-only", action="store_true", help="Time only the script and the one-shot "
+                    "`warpgrad diagnose` CLI (issue 25's figure), not gradcheck or the warm server.")
     a = ap.parse_args()
     suite = load_suite(SUITE_DIR)
     if a.cases:
@@ -275,7 +285,7 @@ def main() -> None:
     rows = []
     for c in cases:
         assert c.entry, f"case {c.id} has no entry script"
-        rows.append(one(str(c.id), c.entry, suite.root, a.reps))
+        rows.append(one(str(c.id), c.entry, suite.root, a.reps, a.diagnose_cli_only))
         r = rows[-1]
         print(json.dumps({"case": r.case, "script_s": r.median_s[SCRIPT], "ratio": r.ratio,
                           "gradcheck": [v.model_dump() for v in r.gradcheck_verdicts],

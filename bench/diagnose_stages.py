@@ -13,7 +13,8 @@ each (the cache fills, the tracker's instrumented build is made), `--reps` round
 - `baseline` (with `--baseline DIR`): the one-shot command again with `PYTHONPATH=DIR`, another warpgrad
   (`DIR/warpgrad`, e.g. an export of an earlier commit), in the same rounds: a before/after comparison that
   a loaded machine cannot skew one way.
-The order reverses every round so a change of the machine's load hits each side. The ratio is the median
+Each side has its own warpgrad kernel cache root (`WARPGRAD_KERNEL_CACHE`), so one side's builds never warm
+the other's runs. The order reverses every round so a change of the machine's load hits each side. The ratio is the median
 diagnose over the median script run of the same rounds. Wall seconds: the sandboxed harness processes are
 not this process's children for CPU accounting.
 """
@@ -135,17 +136,22 @@ def main(argv: list[str] | None = None) -> int:
     if a.baseline:
         times["baseline"] = []
     traces: list[list[dict]] = []
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="wg-stages-") as tmp:
         ws = Path(tmp) / "ws"
         shutil.copytree(src.parent, ws)
         env = {k: v for k, v in os.environ.items() if k != "WARPGRAD_WORKER"}
         env["WARP_CACHE_PATH"] = str(Path(tmp) / "kernels")
+        # warpgrad's own kernel caches (per version of the code, `tools/kernel_cache.py`), one per side: a side that
+        # hands its runs' builds to them must not warm the other side's runs.
+        env["WARPGRAD_KERNEL_CACHE"] = str(Path(tmp) / "warpgrad-kernels")
         entry = src.name
         script = [sys.executable, entry]
         one_shot = [WARPGRAD, "diagnose", entry, "--json", "--no-record"]
         _timed(script, ws, env)  # fills the kernel cache
         _timed(one_shot, ws, env)  # warpgrad's own builds (the tracker's instrumented module)
-        base_env = env | {"PYTHONPATH": str(Path(a.baseline).resolve())} if a.baseline else env
+        base_env = env | {"PYTHONPATH": str(Path(a.baseline).resolve()),
+                          "WARPGRAD_KERNEL_CACHE": str(Path(tmp) / "baseline-kernels")} if a.baseline else env
         if a.baseline:
             _timed(one_shot, ws, base_env)
         for r in range(a.reps):
@@ -167,10 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     pick = sorted(range(len(traces)), key=lambda i: times["traced"][i])[len(traces) // 2] if traces else None
     report = {"command": " ".join(["python", "bench/diagnose_stages.py", *(argv if argv is not None else sys.argv[1:])]),
               "script": a.script, "reps": a.reps, "times_s": times, "median_s": med,
-              "diagnose_over_script": ratio, "load_average": os.getloadavg(),
+              "diagnose_over_script": ratio, "load_average_start": load_start, "load_average": os.getloadavg(),
               "trace": traces[pick] if pick is not None else []}
     print(f"median: script {med['script']} s, diagnose {med['diagnose']} s, traced {med['traced']} s; "
-          f"diagnose / script = {ratio}x (load average {os.getloadavg()[0]:.1f})")
+          f"diagnose / script = {ratio}x (load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end)")
     if pick is not None:
         print(timeline(traces[pick]))
     out = Path(a.out)

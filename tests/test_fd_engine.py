@@ -59,3 +59,42 @@ def test_a_constant_ratio_of_one_is_never_an_exact_factor():
         for k in range(3)])
     sig, factor, _ = fd.classify(report, grads=[np.ones(10)], backward_calls=1, stale={})
     assert sig != "exact_factor" and factor is None
+
+
+def _counting(engine):
+    """The engine with its evaluator wrapped to count the requests (round trips to the evaluations) it makes."""
+    requests = []
+    inner = engine.evaluate
+
+    def evaluate(batch):
+        requests.append(len(batch))
+        return inner(batch)
+
+    engine.evaluate = evaluate
+    return requests
+
+
+def test_disagreeing_directions_are_followed_together_one_request_per_step_with_each_judged_as_alone():
+    """Following every disagreeing direction down in step asks for each step once for all of them (a round trip
+    to the FD hub costs a fork and a reply), and judges each direction exactly as following it alone does."""
+    for factor, t in ((2.0, 0.3), (1.0, 0.3), (2.0, 1e-3)):
+        engine = _engine(grad_factor=factor)
+        dirs, checks = _judged_at(engine, t)
+        todo = [c for c in checks if c.status == "disagree"]
+        assert len(todo) >= 2, (factor, t)
+        requests = _counting(engine)
+        together = engine._confirm(dirs, checks, t)
+        assert 1 <= len(requests) <= 2 and sum(requests) <= 4 * len(todo)
+        alone = [engine._follow(dirs[c.direction], c, t) if c.status == "disagree" else c for c in checks]
+        assert [c.model_dump() for c in together] == [c.model_dump() for c in alone]
+
+
+def test_a_wrong_gradients_whole_check_makes_one_request_per_stage():
+    for factor in (2.0, 0.5):
+        engine = _engine(grad_factor=factor)
+        requests = _counting(engine)
+        report = engine.check()
+        assert report.verdict == "disagree"
+        # The sweep, the other two directions, then all three directions confirmed at t/10 (each settles there):
+        # three requests (one per direction and step before).
+        assert requests == [6, 4, 6], requests

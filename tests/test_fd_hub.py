@@ -223,3 +223,34 @@ def test_noise_drawn_after_the_fork_point_is_still_found_by_the_unperturbed_reru
     r = check(GradcheckArgs(script="train.py", record=False), ws)
     assert r.evaluations_from_hub > 0
     assert (r.passed, r.signature, r.nondeterministic) == (None, "inconclusive", True), r.reason
+
+
+@pytest.mark.parametrize("variant", ["pingpong", "healthy_optim"])
+def test_the_first_iterations_check_started_beside_the_later_ones_gives_what_it_gives_after_it(tmp_path, monkeypatch,
+                                                                                               variant):
+    """The first iteration's check at the later one's step starts as soon as the later sweep has chosen it
+    (`gradcheck._EarlyFirst`): the combined result is the one the check made afterwards gives, number for number."""
+    from warpgrad.tools import gradcheck
+
+    ws = tmp_path / "ws"
+    write_program(ws, variant)
+    args = GradcheckArgs(script="train.py", record=False)
+    started: list[tuple[float, float]] = []
+    real_start = gradcheck._EarlyFirst.start
+
+    def start(self, step, trunc_rel):
+        started.append((step, trunc_rel))
+        real_start(self, step, trunc_rel)
+
+    monkeypatch.setattr(gradcheck._EarlyFirst, "start", start)
+    early = check(args, ws)
+    monkeypatch.setattr(gradcheck._EarlyFirst, "start", lambda self, step, trunc_rel: None)
+    after = check(args, ws)
+
+    def numbers(r):
+        return json.dumps([r.passed, r.signature, r.evaluations, r.eps, r.iterations,
+                           [(d.ad, d.fd, d.band, d.status) for d in r.directions],
+                           [p.model_dump(mode="json") for p in r.per_iteration]], default=str)
+
+    assert started and early.iterations == after.iterations and 0 in after.iterations, early.iterations
+    assert numbers(early) == numbers(after)

@@ -181,6 +181,42 @@ def test_runs_forked_from_a_worker_cannot_plant_kernels_for_each_other(tmp_path,
         assert pool.served == 3
 
 
+def test_what_a_forked_run_compiles_lands_in_its_codes_cache_and_the_next_forked_run_loads_it(tmp_path, monkeypatch):
+    """A run forked from a worker compiles into a cache of its own that dies with it; its builds are handed to
+    the cache of its code (`kernel_cache.harvest`), so the next run of that code, forked or fresh, loads them
+    instead of compiling again (the tracker's builds and Warp's own modules used to compile in every diagnose)."""
+    from warpgrad.tools import worker
+    from warpgrad.tools.child_process import run_harness
+    from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
+
+    ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
+    ws.mkdir()
+    (ws / "train.py").write_text(TRAIN, encoding="utf-8")
+    (ws / "attack.py").write_text(ATTACK, encoding="utf-8")
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))  # empty: the user never ran train.py
+    monkeypatch.setenv("WARPGRAD_KERNEL_CACHE", str(private))
+    cfg = RunConfig(workspace=str(ws), script=str(ws / "train.py"), device="cpu")
+    compiled = []
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        for _ in range(2):
+            out = run_harness(cfg, HarnessResult, cwd=ws, device="cpu")
+            assert out.process.returncode == 0 and out.result is not None, out.process.stderr_tail
+            assert EXPECTED in out.process.stdout_tail
+            compiled.append(out.result.compiled_modules)
+        assert pool.served == 2
+        # A script that plants a module folder in its own cache plants it for its own code only.
+        attack = run_script(RunScriptArgs(script="attack.py", args=[str(cache), str(private)], record=False,
+                                          device="cpu"), ws)
+        assert attack.ok, attack.error
+    assert compiled == [["__main__"], []]  # the second run loaded the first one's build
+    ours = private / code_key(ws, [("train.py", [])], cache)
+    built = [m for v in ours.iterdir() for m in v.iterdir() if m.name.startswith("wp___main__")]
+    assert built and all(f.is_file() and not f.is_symlink() for m in built for f in m.iterdir())
+    assert not any(m.name == "wp___main___deadbee" for v in ours.iterdir() for m in v.iterdir())
+    assert not cache.exists() or not any(cache.rglob("*.o"))  # the user's cache is never written
+
+
 def _caches(root: Path, n: int, age_s: float) -> list[Path]:
     """`n` cache folders under `root`, the i-th last used `age_s + i` seconds ago (0 is the newest)."""
     now = time.time()

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -239,6 +240,7 @@ class _Evaluator:
         self.args, self.workspace, self.script, self.base, self.tmp = args, workspace, script, base, tmp
         self.scheme = scheme
         self.counter = 0
+        self._counter_lock = threading.Lock()
         self.jobs = _jobs(args.jobs)
         self.forkable = args.device == "cpu" or not _cuda_possible()
         self.hubs: dict[int, FdHub] = {}  # iteration -> its hub
@@ -246,7 +248,8 @@ class _Evaluator:
         self.from_hub: dict[int, int] = {}  # iteration -> evaluations a hub served
 
     def _config(self, iteration: int, pert: dict[str, np.ndarray]) -> tuple[FdConfig, Path]:
-        k = self.counter = self.counter + 1
+        with self._counter_lock:  # the two iterations' checks may ask at once (`_EarlyFirst`)
+            k = self.counter = self.counter + 1
         items: list[Perturbation] = []
         for role, delta in pert.items():
             path = self.tmp / f"delta_{k}_{len(items)}.npy"
@@ -471,6 +474,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
     res = GradcheckResult(ok=False, mode="capture", script=rel)
     tmp = Path(tempfile.mkdtemp(prefix="warpgrad-fd-"))
     ev: _Evaluator | None = None
+    early: _EarlyFirst | None = None
     try:
         base = CaptureConfig(workspace=str(workspace), script=str(script), args=list(args.args), device=args.device,
                              seed=args.seed, outdir=str(tmp))
@@ -523,25 +527,38 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
         # gradient of the reported objective is right.
         unreported = printed == "different" and not cap.seeded_loss_read and not args.objective and \
             bool(parse_losses(strip_warp_chatter(run.stdout_tail)))
-        primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True)
+        others = [o for o in cap.other_iterations if o.iteration == 0] if args.iteration is None else []
+
+        def first_result() -> GradcheckResult:
+            return GradcheckResult(ok=False, mode="capture", script=rel, device=res.device,
+                                   warp_version=res.warp_version, files=res.files,
+                                   printed_vs_seeded=res.printed_vs_seeded)
+
+        early = _EarlyFirst(lambda after: _check_iteration(args, first_result(), others[0], ev, factor, t0,
+                                                           baseline=False, after=after)[0]) if others else None
+        primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True,
+                                              on_step=early.start if early is not None else None)
         if rider is not None and rider.first_verdict is not None:
             rider.first_verdict(primary)
-        others = [o for o in cap.other_iterations if o.iteration == 0]
         primary.per_iteration = [_iteration_summary(primary)]
-        if args.iteration is not None or not others or not primary.ok or primary.nondeterministic:
+        if not others or not primary.ok or primary.nondeterministic:
+            if early is not None:
+                early.discard()
             return _withhold_unreported(primary) if unreported else primary
         # The first iteration too (bugs hide at either end). Within the same budget when the later one gave a
         # verdict: two directions at the step its sweep chose. Otherwise a sweep of its own (a bad first step
         # can leave the later iteration unjudgeable while the first shows the bug plainly).
-        first = GradcheckResult(ok=False, mode="capture", script=rel, device=res.device,
-                                warp_version=res.warp_version, files=res.files,
-                                printed_vs_seeded=res.printed_vs_seeded)
         after = (primary.eps, trunc_rel) if primary.passed is not None and primary.eps is not None \
             and trunc_rel is not None else None
-        first, _ = _check_iteration(args, first, others[0], ev, factor, t0, baseline=after is None, after=after)
+        first = early.result(after) if early is not None else None
+        if first is None:
+            first, _ = _check_iteration(args, first_result(), others[0], ev, factor, t0, baseline=after is None,
+                                        after=after)
         combined = _combine(primary, first)
         return _withhold_unreported(combined) if unreported else combined
     finally:
+        if early is not None:
+            early.discard()  # on an error of the later iteration's check: before its hubs and files go
         if ev is not None:
             ev.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -563,6 +580,46 @@ def _withhold_unreported(res: GradcheckResult) -> GradcheckResult:
     res.next_steps = [f"warpgrad gradcheck {res.script} --objective VARIABLE (the variable that holds the reported "
                       "loss where the update runs)"]
     return res
+
+
+class _EarlyFirst:
+    """The first iteration's check at the step the later iteration's sweep chose, started as soon as that sweep
+    has chosen it (`start`, on the sweep's thread), alongside the rest of the later iteration's check. Each
+    iteration has its own FD hub, so the two run side by side instead of one after the other; the result is
+    the same as the check made afterwards (the same step, truncation, directions and seed). It is used only
+    when the later iteration's verdict asks for exactly that check (`result(after)`); otherwise (no verdict
+    there: the first iteration gets a sweep of its own) it is waited for and dropped."""
+
+    def __init__(self, check: Callable[[tuple[float, float]], GradcheckResult]) -> None:
+        self.check = check
+        self.after: tuple[float, float] | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.future: Any = None
+
+    def start(self, step: float, trunc_rel: float) -> None:
+        if self.future is None:
+            self.after = (step, trunc_rel)
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="warpgrad-fd-first")
+            self.future = self.pool.submit(self.check, self.after)
+
+    def result(self, after: tuple[float, float] | None) -> GradcheckResult | None:
+        """The early check when it is the one `after` asks for; None (and the early one dropped) otherwise."""
+        if self.future is None:
+            return None
+        if after is None or after != self.after:
+            self.discard()
+            return None
+        try:
+            return self.future.result()
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Wait for the early check to end (its evaluations go through the hubs this check closes) and drop it."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+        self.future = None
 
 
 def _run_facts(data: HarnessResult | None) -> tuple[str, str, dict[str, str]]:
@@ -623,9 +680,11 @@ def _objective_unusable(args: GradcheckArgs, res: GradcheckResult, objective: fl
 
 def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIteration, ev: _Evaluator,
                      factor: float | None, t0: float, *, baseline: bool,
-                     after: tuple[float, float] | None = None) -> tuple[GradcheckResult, float | None]:
+                     after: tuple[float, float] | None = None,
+                     on_step: Callable[[float, float], None] | None = None) -> tuple[GradcheckResult, float | None]:
     """FD check of one captured iteration: a full sweep (`after` None), or two directions at the (step,
-    relative truncation error) a sweep chose at another iteration. Returns the result and its truncation."""
+    relative truncation error) a sweep chose at another iteration. Returns the result and its truncation.
+    `on_step`: told the (step, truncation) the sweep chose, as soon as it has (`fd.FDEngine.on_step`)."""
     res.iteration, res.backward_calls = cap.iteration, cap.backward_calls
     res.iterations = [res.iteration] if res.iteration is not None else []
     roles = _perturbed_params(res, cap)
@@ -664,7 +723,8 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
 
     cached = _Cached(evaluate)
     if after is None:
-        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=args.directions, seed=args.seed)
+        engine = fd.FDEngine(fparams, cached, objective * scale, n_directions=args.directions, seed=args.seed,
+                             on_step=on_step)
         report = engine.check(elements=args.elements)
     else:
         # At least three directions: the finish gate needs resolved agreement in three at the first iteration

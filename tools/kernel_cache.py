@@ -18,7 +18,9 @@ report the numbers a planted object computes. So:
   a module the user already compiled loads at once; one Warp must compile lands beside the links.
 
 Runs forked from a warm worker share one sandbox, so they write neither: each gets a cache of its own in
-its temp dir, seeded from the user's and from its code's (`worker._own_kernel_cache`).
+its temp dir, seeded from the user's and from its code's (`worker._own_kernel_cache`). After the run, the parent
+(outside the sandbox) copies what it compiled into its code's cache (`harvest`), as a fresh run of that code
+would have written it, so the next run of the same code does not compile it again.
 
 The root is `WARPGRAD_KERNEL_CACHE`, else `warpgrad/kernels` under the user's cache dir; it keeps the
 `KEEP` most recently used caches. Without bwrap (the fallback) none of this holds against a hostile
@@ -33,6 +35,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -125,6 +128,46 @@ def seed(cache: Path, user_cache: Path) -> None:
                 if f.is_file(follow_symlinks=False):
                     with contextlib.suppress(FileExistsError):
                         os.symlink(f.path, dest / f.name)
+
+
+def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str]:
+    """Copy the modules a run forked from a worker compiled (in its own cache, `worker._own_kernel_cache`) into the
+    cache of its code, `into`, which a fresh run of the same code writes directly; returns the folders copied.
+
+    Without this, every forked run compiles again what no cache holds: Warp's own modules that the user never
+    loads (`warp.autograd`, which the per-launch checks use) and the tracker's builds (their own module hash), a
+    native compile of seconds in every `diagnose`. A folder is taken only when it is complete (not one of Warp's
+    half-built `_p<pid>_t<thread>` folders) and made of regular files alone (a seeded folder holds links); one
+    `into` already has is left as it is. It lands under a half-built name first and is renamed into place, so a
+    concurrent run never seeds a partial copy. What lands here is what the same code's fresh run would have
+    written itself (the cache's trust is per code, see the module doc)."""
+    copied: list[str] = []
+    if not run_cache.is_dir() or into.resolve() == run_cache.resolve():
+        return copied
+    for version in os.scandir(run_cache):
+        if not version.is_dir(follow_symlinks=False):
+            continue
+        for module in os.scandir(version.path):
+            if not module.name.startswith("wp_") or _BUILDING.search(module.name) \
+                    or not module.is_dir(follow_symlinks=False):
+                continue
+            dest = into / version.name / module.name
+            if dest.exists():
+                continue
+            files = list(os.scandir(module.path))
+            if not files or not all(f.is_file(follow_symlinks=False) for f in files) \
+                    or sum(f.stat(follow_symlinks=False).st_size for f in files) > max_bytes:
+                continue
+            part = dest.with_name(f"{module.name}_p{os.getpid()}_t{threading.get_ident()}")
+            try:
+                part.mkdir(parents=True)
+                for f in files:
+                    shutil.copyfile(f.path, part / f.name, follow_symlinks=False)
+                os.rename(part, dest)
+                copied.append(module.name)
+            except OSError:
+                shutil.rmtree(part, ignore_errors=True)  # another run put it there first, or the disk is full
+    return copied
 
 
 def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], user_cache: Path, run_tmp: Path,

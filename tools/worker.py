@@ -66,7 +66,7 @@ from .child_process import (
     harness_env,
     signal_name,
 )
-from .kernel_cache import RUN_CACHE_DIR, seed, shared_cache
+from .kernel_cache import RUN_CACHE_DIR, harvest, seed, shared_cache
 from .sandbox import (
     SandboxPolicy,
     bwrap_argv,
@@ -96,7 +96,9 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
     Runs forked from one worker share its sandbox, so none may write a cache another run loads (the cache
     of its code, `kernel_cache.py`, is bound only in a fresh run's sandbox). Each gets a private cache
     seeded with links to the user's compiled modules and to those of its code's cache (read-only inside),
-    thrown away with its temp dir: a module neither holds compiles in every such run.
+    thrown away with its temp dir. What the run compiled there is first copied into its code's cache by this
+    process, outside the sandbox (`kernel_cache.harvest`, in `_run`): else a module neither cache holds (the
+    tracker's builds, `warp.autograd`) would compile again in every forked run.
     """
     if shared_cache(os.environ) is not None:
         return env, sandbox  # trusted mode: every run writes the one shared cache (bound in the worker's sandbox)
@@ -176,6 +178,7 @@ class WorkerPool:
 
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
              sandbox: SandboxPolicy) -> ProcessResult | None:
+        code_cache = warp_cache_dir(env)
         env, sandbox = _own_kernel_cache(env, sandbox)
         key = self._key(env, sandbox)
         if key is None or memory_mb is None or memory_mb > key.memory_mb or not self._writable(sandbox, env):
@@ -192,6 +195,9 @@ class WorkerPool:
             except _NotServed:
                 return None
             self.served += 1
+            own = warp_cache_dir(env)
+            if own != code_cache and not code_cache.resolve().is_relative_to(Path(env.get("TMPDIR", own)).resolve()):
+                harvest(own, code_cache)  # its tracker builds and Warp's own modules: compiled once per code
             return result
         return None
 

@@ -350,3 +350,97 @@ def test_finish_gathers_nothing_before_the_model_has_checked_the_patched_program
     with pytest.raises(ToolError, match=r"\[G008 fix-evidence-chain\] a passing FD check after the patch"):
         finish(FinishArgs(outcome="fixed", summary="fixed the drag branch's adjoint"), ws)
     assert len(Ledger(ws).records()) == n  # no tracker, no rerun: nothing ran
+
+
+# -- the run before was cut short where a wrong gradient was still ahead: finish runs it to its end ---------------
+
+# A kettle's element settings pulled toward targets. The bug: the gradient buffer is never cleared, so each step
+# applies the sum of every gradient so far. That descends faster than the right gradient at first, reaches its
+# best where diagnose stops reading (the trend is read after a few lines), then swings back up for good.
+KETTLE = '''import numpy as np
+import warp as wp
+
+N = 8
+LR = 0.05
+ITERS = 19
+
+
+@wp.kernel
+def misfit(w: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    d = w[i] - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+def main():
+    w = wp.zeros(N, dtype=float, requires_grad=True)
+    target = wp.array(np.linspace(1.0, 2.0, N).astype(np.float32), dtype=float)
+    for it in range(ITERS):
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(misfit, N, inputs=[w, target], outputs=[loss])
+        tape.backward(loss)
+        print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+        w.assign(w.numpy() - LR * w.grad.numpy())
+
+
+if __name__ == "__main__":
+    main()
+'''
+KETTLE_CUT = 6  # printed losses diagnose read before it stopped the run
+
+
+def _kettle_until_cut(tmp_path: Path) -> Path:
+    """The kettle workspace with its workflow fixed by a run stopped after KETTLE_CUT printed losses (as diagnose
+    stops it), and a failing check on record."""
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    ws = tmp_path / "kettle"
+    ws.mkdir()
+    (ws / "kettle.py").write_text(KETTLE, encoding="utf-8")
+    full = run_script(RunScriptArgs(script="kettle.py", record=False), ws)
+    assert full.ok and len(full.loss_trajectory) == 19, full.stderr_tail
+    cut = full.loss_trajectory[:KETTLE_CUT]
+    rec = Ledger(ws).append("run", full.model_copy(update={"loss_trajectory": cut, "final_loss": cut[-1]})
+                            .model_dump(mode="json") | {"cut_short_at": KETTLE_CUT})
+    assert fix_workflow(ws, rec, {}) is not None
+    Ledger(ws).append("gradcheck", _check(ws, False, script="kettle.py", files=("kettle.py",)))
+    return ws
+
+
+def _patch_check_track_rerun(ws: Path, old: str, new: str):
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    edit_file(EditFileArgs(path="kettle.py", old_text=old, new_text=new, reason="test edit"), ws)
+    Ledger(ws).append("gradcheck", _check(ws, True, script="kettle.py", files=("kettle.py",)))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "kettle.py")})
+    return run_script(RunScriptArgs(script="kettle.py"), ws)
+
+
+@pytest.mark.warp
+def test_a_right_fix_slower_than_the_bug_where_diagnose_cut_the_run_passes_against_the_whole_run_before(tmp_path):
+    ws = _kettle_until_cut(tmp_path)
+    after = _patch_check_track_rerun(ws, "        w.assign(w.numpy() - LR * w.grad.numpy())\n",
+                                     "        w.assign(w.numpy() - LR * w.grad.numpy())\n        tape.zero()\n")
+    cut = Ledger(ws).records()[0].event.payload.loss_trajectory
+    # The shape: at the cut the fix is behind, and it never gets below the best the cut run showed ...
+    assert after.loss_trajectory[KETTLE_CUT - 1] > cut[-1] and after.final_loss > min(cut)
+    before_gather = check_finish(ws, "fixed")
+    assert not before_gather.accepted and any(m.startswith("[G010 ") for m in before_gather.missing)
+    # ... so finish runs the unpatched program to its end in a scratch copy, and the fix improves on that.
+    res = finish(FinishArgs(outcome="fixed", summary="the gradient buffer is cleared after each step"), ws)
+    assert any("unpatched workflow to its end" in g for g in res.gathered), res.gathered
+    assert res.comparison is not None and res.comparison.after == after.final_loss
+    assert res.comparison.before > 10 * after.final_loss  # the bug's swing back up, not the cut's best
+    assert (ws / "kettle.py").read_text(encoding="utf-8").count("tape.zero()") == 1  # the user's file untouched
+
+
+@pytest.mark.warp
+def test_the_whole_run_before_does_not_pass_a_patch_that_changed_nothing_the_run_shows(tmp_path):
+    ws = _kettle_until_cut(tmp_path)
+    _patch_check_track_rerun(ws, "    w = wp.zeros(N, dtype=float, requires_grad=True)\n",
+                             "    w = wp.zeros(N, dtype=float, requires_grad=True)  # the settings\n")
+    with pytest.raises(ToolError, match=r"(?s)unpatched workflow to its end.*\[G010 objective-before-after\].*"
+                                        r"does not improve"):
+        finish(FinishArgs(outcome="fixed", summary="a comment is no fix of the gradient buffer"), ws)

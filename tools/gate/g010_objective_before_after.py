@@ -19,8 +19,11 @@ def check(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, pat
     if confirmed:
         out.evidence["symptom_gone"] = confirmed[-1].seq
         return out
-    reruns = [(r, v) for r, v in ev.runs if r.seq > last_patch.seq and not v.changed]
-    befores = [(r, v) for r, v in ev.runs if r.seq < first_patch.seq]
+    reruns = [(r, v) for r, v in ev.runs if r.seq > last_patch.seq and not v.changed and not ev.unpatched_run(r)]
+    # The run before: any run of the unpatched program (before the first patch, or later on its original bytes);
+    # a complete one is preferred to one diagnose cut short, whose end is unknown.
+    befores = [(r, v) for r, v in ev.runs if r.seq < first_patch.seq or ev.unpatched_run(r)]
+    befores.sort(key=lambda rv: (rv[1].cut_short_at is None, rv[0].seq))
     if not reruns:
         out.missing.append(RULE.refusal(
             f"a rerun of the user's workflow after the patch (record {last_patch.seq}) whose objective improves on "

@@ -444,3 +444,60 @@ def test_the_whole_run_before_does_not_pass_a_patch_that_changed_nothing_the_run
     with pytest.raises(ToolError, match=r"(?s)unpatched workflow to its end.*\[G010 objective-before-after\].*"
                                         r"does not improve"):
         finish(FinishArgs(outcome="fixed", summary="a comment is no fix of the gradient buffer"), ws)
+
+
+# -- the run before showed no symptom: a right gradient may descend more slowly than the wrong one ------------
+
+# The kettle again, with the gradient buffer cleared, but the update applies 1.5x the gradient (a factor left from
+# a loss that was once a mean over two halves). At this learning rate the wrong gradient descends faster; the
+# right one descends steadily too, more slowly, and ends higher after ITERS steps.
+KETTLE_FACTOR = KETTLE.replace("ITERS = 19", "ITERS = 12").replace(
+    "        w.assign(w.numpy() - LR * w.grad.numpy())\n",
+    "        w.assign(w.numpy() - LR * 1.5 * w.grad.numpy())\n        tape.zero()\n")
+
+
+@pytest.mark.warp
+def test_a_right_fix_that_descends_more_slowly_than_a_steady_wrong_gradient_passes_and_says_so(tmp_path):
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    ws = tmp_path / "kettle"
+    ws.mkdir()
+    (ws / "kettle.py").write_text(KETTLE_FACTOR, encoding="utf-8")
+    before = run_script(RunScriptArgs(script="kettle.py"), ws)  # fixes the workflow, as the first run does
+    Ledger(ws).append("gradcheck", _check(ws, False, script="kettle.py", files=("kettle.py",)))
+    after = _patch_check_track_rerun(ws, "LR * 1.5 * w.grad", "LR * w.grad")
+    assert before.trend == after.trend == "improving" and after.final_loss > before.final_loss
+    res = finish(FinishArgs(outcome="fixed", summary="the update applied 1.5x the gradient"), ws)
+    assert res.comparison is not None and "showed no symptom" in res.comparison.verdict
+    assert (res.comparison.before, res.comparison.after) == (before.final_loss, after.final_loss)
+
+
+def test_without_a_symptom_before_the_rerun_must_still_descend_steadily(ws):
+    _first_run(ws, [12.5, 9.0, 6.0, 4.0, 2.5])
+    Ledger(ws).append("gradcheck", _check(ws, False))
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    Ledger(ws).append("gradcheck", _check(ws, True))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 11.0, 12.0, 10.5, 11.8]))  # no steady descent, ends above 2.5
+    _refused(ws, "fixed", "G010", "does not improve on 2.5")
+    Ledger(ws).append("run", _run(ws, [12.5, 10.0, 8.0, 6.5, 5.0]))
+    assert "showed no symptom" in check_finish(ws, "fixed").comparison.verdict
+
+
+def test_a_run_before_with_a_symptom_still_needs_the_rerun_to_improve_on_it(ws):
+    _first_run(ws, [12.5, 6.0, 3.0, 5.0, 9.0])  # falls, then climbs: the symptom a fix must remove
+    Ledger(ws).append("gradcheck", _check(ws, False))
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    Ledger(ws).append("gradcheck", _check(ws, True))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 11.5, 10.8, 10.2, 9.6]))  # steady, but not below 9.0
+    _refused(ws, "fixed", "G010", "does not improve on 9.0")
+
+
+def test_a_variant_run_that_descends_but_ends_higher_is_no_evidence_of_a_second_cause(ws):
+    """The no-symptom allowance is the fix's alone: a variant run (not_a_gradient_bug's smaller learning rate)
+    must improve on the baseline."""
+    _first_run(ws, [12.5, 9.0, 6.0, 4.0, 2.5])
+    Ledger(ws).append("gradcheck", _check(ws, True))
+    Ledger(ws).append("run", _run(ws, [12.5, 11.0, 9.5, 8.0, 7.0], changed="learning rate 0.2 -> 0.05"))
+    _refused(ws, "not_a_gradient_bug", "G010", "the variant run")

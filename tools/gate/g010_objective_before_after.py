@@ -50,7 +50,7 @@ def check(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, pat
                            "patch to compare with (diagnose's run counts); have the user confirm the symptom is gone "
                            "(symptom-gone), or undo, run_script, and patch again")
             continue
-        ok, reason, cmp = objective_improves(before, after)
+        ok, reason, cmp = objective_improves(before, after, no_symptom_ok=True)
         if ok:
             out.evidence["run_before"], out.evidence["run_after"] = before.seq, after.seq
             out.comparison = cmp
@@ -85,8 +85,11 @@ RULE = Rule(
             "the named metric, and the rerun improving on it; the report states before -> after.",
     refuses="`fixed` when the workflow's rerun does not improve on the run before",
     why="A run whose loss could not be read (nothing parsed) compared nothing.",
-    satisfied_by="The workflow run before the patch (diagnose's run counts, compared where it was cut short) and a "
-                 "rerun after it, with a parsed loss or a `metric`; finish makes the rerun itself.",
+    satisfied_by="The workflow run before the patch (diagnose's run counts, compared where it was cut short; when "
+                 "the rerun does not beat it there, finish runs the unpatched program to its end in a scratch copy) "
+                 "and a rerun after it, with a parsed loss or a `metric`; finish makes the rerun itself. When the "
+                 "whole run before showed no symptom (it descended steadily to its end), a rerun that descends "
+                 "steadily too counts, and the report says it ends higher.",
     call="finish makes the rerun itself (run_script from the command line; run_script(metric=...) when the script "
          "prints a metric rather than a loss)",
     check=check,

@@ -47,7 +47,8 @@ def check(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, pat
         before = next((b for b, bv in reversed(befores) if same_workflow(bv, av, same_args=True)), None)
         if before is None:
             reasons.append(f"there is no run of the same workflow ({av.script}, same script and arguments) before the "
-                           "patch to compare with (diagnose's run counts); have the user confirm the symptom is gone "
+                           "patch to compare with (diagnose's run counts; finish runs the unpatched program itself in "
+                           "a scratch copy when its backups restore it); have the user confirm the symptom is gone "
                            "(symptom-gone), or undo, run_script, and patch again")
             continue
         ok, reason, cmp = objective_improves(before, after, no_symptom_ok=True)

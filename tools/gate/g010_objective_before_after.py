@@ -89,8 +89,8 @@ RULE = Rule(
     satisfied_by="The workflow run before the patch (diagnose's run counts, compared where it was cut short; when "
                  "the rerun does not beat it there, finish runs the unpatched program to its end in a scratch copy) "
                  "and a rerun after it, with a parsed loss or a `metric`; finish makes the rerun itself. When the "
-                 "whole run before showed no symptom (it descended steadily to its end), a rerun that descends "
-                 "steadily too counts, and the report says it ends higher.",
+                 "whole run before showed no symptom (it descended steadily to its end), a rerun that descends at "
+                 "nearly every step counts, however slowly, and the report says it ends higher.",
     call="finish makes the rerun itself (run_script from the command line; run_script(metric=...) when the script "
          "prints a metric rather than a loss)",
     check=check,

@@ -84,7 +84,8 @@ RULE = Rule(
     id="G010", name="objective-before-after",
     summary="fixed needs the workflow run before the patch and a rerun after it, both showing the objective or "
             "the named metric, and the rerun improving on it; the report states before -> after.",
-    refuses="`fixed` when the workflow's rerun does not improve on the run before",
+    refuses="`fixed` when the workflow's rerun does not improve on the run before (where that run descended steadily "
+            "to its end: when the rerun does not descend)",
     why="A run whose loss could not be read (nothing parsed) compared nothing.",
     satisfied_by="The workflow run before the patch (diagnose's run counts, compared where it was cut short; when "
                  "the rerun does not beat it there, finish runs the unpatched program to its end in a scratch copy) "

@@ -504,3 +504,58 @@ def test_a_variant_run_that_descends_but_ends_higher_is_no_evidence_of_a_second_
     Ledger(ws).append("gradcheck", _check(ws, True))
     Ledger(ws).append("run", _run(ws, [12.5, 11.0, 9.5, 8.0, 7.0], changed="learning rate 0.2 -> 0.05"))
     _refused(ws, "not_a_gradient_bug", "G010", "the variant run")
+
+
+# -- false acceptance 7 on a real probe: loss() is the printed objective, grad() is not what the update applies ----
+
+PROBE_KETTLE = '''import numpy as np
+import warp as wp
+
+import kettle
+
+W = wp.zeros(kettle.N, dtype=float, requires_grad=True)
+TARGET = wp.array(np.linspace(1.0, 2.0, kettle.N).astype(np.float32), dtype=float)
+
+
+def _loss(tape=None):
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    if tape is None:
+        wp.launch(kettle.misfit, kettle.N, inputs=[W, TARGET], outputs=[loss])
+    else:
+        with tape:
+            wp.launch(kettle.misfit, kettle.N, inputs=[W, TARGET], outputs=[loss])
+    return loss
+
+
+def params():
+    return {"w": W}
+
+
+def loss():
+    return float(_loss().numpy()[0])
+
+
+def grad():
+    W.grad.zero_()
+    tape = wp.Tape()
+    tape.backward(_loss(tape))
+    return {"w": W.grad.numpy().copy()}
+'''
+
+
+@pytest.mark.warp
+def test_a_real_probe_whose_loss_is_the_printed_objective_but_not_the_applied_gradient_is_refused(tmp_path):
+    """The probe's loss() equals the script's printed loss at iteration 0 and its grad() agrees with FD of it, but
+    the script's update applies 40x that gradient: the probe proves nothing about the update (G004)."""
+    from warpgrad.tools.gradcheck import GradcheckArgs, gradcheck
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    ws = tmp_path / "kettle"
+    ws.mkdir()
+    (ws / "kettle.py").write_text(KETTLE_FACTOR, encoding="utf-8")
+    (ws / "probe_kettle.py").write_text(PROBE_KETTLE, encoding="utf-8")
+    run = run_script(RunScriptArgs(script="kettle.py"), ws)
+    probe = gradcheck(GradcheckArgs(probe="probe_kettle.py", script="kettle.py", declared_objective=True), ws)
+    assert probe.passed is True, probe.reason
+    assert probe.objective_value == pytest.approx(run.loss_trajectory[0], rel=1e-5)  # the printed objective
+    _refused(ws, "gradients_correct", "G004", "never compared with the gradient the script's update applies")

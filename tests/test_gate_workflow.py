@@ -350,3 +350,212 @@ def test_finish_gathers_nothing_before_the_model_has_checked_the_patched_program
     with pytest.raises(ToolError, match=r"\[G008 fix-evidence-chain\] a passing FD check after the patch"):
         finish(FinishArgs(outcome="fixed", summary="fixed the drag branch's adjoint"), ws)
     assert len(Ledger(ws).records()) == n  # no tracker, no rerun: nothing ran
+
+
+# -- the run before was cut short where a wrong gradient was still ahead: finish runs it to its end ---------------
+
+# A kettle's element settings pulled toward targets. The bug: the gradient buffer is never cleared, so each step
+# applies the sum of every gradient so far. That descends faster than the right gradient at first, reaches its
+# best where diagnose stops reading (the trend is read after a few lines), then swings back up for good.
+KETTLE = '''import numpy as np
+import warp as wp
+
+N = 8
+LR = 0.05
+ITERS = 19
+
+
+@wp.kernel
+def misfit(w: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    d = w[i] - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+def main():
+    w = wp.zeros(N, dtype=float, requires_grad=True)
+    target = wp.array(np.linspace(1.0, 2.0, N).astype(np.float32), dtype=float)
+    for it in range(ITERS):
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(misfit, N, inputs=[w, target], outputs=[loss])
+        tape.backward(loss)
+        print(f"iter {it} loss {loss.numpy()[0]:.6f}")
+        w.assign(w.numpy() - LR * w.grad.numpy())
+
+
+if __name__ == "__main__":
+    main()
+'''
+KETTLE_CUT = 6  # printed losses diagnose read before it stopped the run
+
+
+def _kettle_until_cut(tmp_path: Path) -> Path:
+    """The kettle workspace with its workflow fixed by a run stopped after KETTLE_CUT printed losses (as diagnose
+    stops it), and a failing check on record."""
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    ws = tmp_path / "kettle"
+    ws.mkdir()
+    (ws / "kettle.py").write_text(KETTLE, encoding="utf-8")
+    full = run_script(RunScriptArgs(script="kettle.py", record=False), ws)
+    assert full.ok and len(full.loss_trajectory) == 19, full.stderr_tail
+    cut = full.loss_trajectory[:KETTLE_CUT]
+    rec = Ledger(ws).append("run", full.model_copy(update={"loss_trajectory": cut, "final_loss": cut[-1]})
+                            .model_dump(mode="json") | {"cut_short_at": KETTLE_CUT})
+    assert fix_workflow(ws, rec, {}) is not None
+    Ledger(ws).append("gradcheck", _check(ws, False, script="kettle.py", files=("kettle.py",)))
+    return ws
+
+
+def _patch_check_track_rerun(ws: Path, old: str, new: str):
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    edit_file(EditFileArgs(path="kettle.py", old_text=old, new_text=new, reason="test edit"), ws)
+    Ledger(ws).append("gradcheck", _check(ws, True, script="kettle.py", files=("kettle.py",)))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "kettle.py")})
+    return run_script(RunScriptArgs(script="kettle.py"), ws)
+
+
+@pytest.mark.warp
+def test_a_right_fix_slower_than_the_bug_where_diagnose_cut_the_run_passes_against_the_whole_run_before(tmp_path):
+    ws = _kettle_until_cut(tmp_path)
+    after = _patch_check_track_rerun(ws, "        w.assign(w.numpy() - LR * w.grad.numpy())\n",
+                                     "        w.assign(w.numpy() - LR * w.grad.numpy())\n        tape.zero()\n")
+    cut = Ledger(ws).records()[0].event.payload.loss_trajectory
+    # The shape: at the cut the fix is behind, and it never gets below the best the cut run showed ...
+    assert after.loss_trajectory[KETTLE_CUT - 1] > cut[-1] and after.final_loss > min(cut)
+    before_gather = check_finish(ws, "fixed")
+    assert not before_gather.accepted and any(m.startswith("[G010 ") for m in before_gather.missing)
+    # ... so finish runs the unpatched program to its end in a scratch copy, and the fix improves on that.
+    res = finish(FinishArgs(outcome="fixed", summary="the gradient buffer is cleared after each step"), ws)
+    assert any("unpatched workflow to its end" in g for g in res.gathered), res.gathered
+    assert res.comparison is not None and res.comparison.after == after.final_loss
+    assert res.comparison.before > 10 * after.final_loss  # the bug's swing back up, not the cut's best
+    assert (ws / "kettle.py").read_text(encoding="utf-8").count("tape.zero()") == 1  # the user's file untouched
+
+
+@pytest.mark.warp
+def test_the_whole_run_before_does_not_pass_a_patch_that_changed_nothing_the_run_shows(tmp_path):
+    ws = _kettle_until_cut(tmp_path)
+    _patch_check_track_rerun(ws, "    w = wp.zeros(N, dtype=float, requires_grad=True)\n",
+                             "    w = wp.zeros(N, dtype=float, requires_grad=True)  # the settings\n")
+    with pytest.raises(ToolError, match=r"(?s)unpatched workflow to its end.*\[G010 objective-before-after\].*"
+                                        r"does not improve"):
+        finish(FinishArgs(outcome="fixed", summary="a comment is no fix of the gradient buffer"), ws)
+
+
+# -- the run before showed no symptom: a right gradient may descend more slowly than the wrong one ------------
+
+# The kettle again, with the gradient buffer cleared, but the update applies 40x the gradient (a factor left from
+# a loss that was once a sum over 40 samples) and the learning rate was tuned to it. The wrong gradient descends
+# steadily and fast; the right one descends at every step too, 40 times more slowly (about 2% in ITERS steps).
+KETTLE_FACTOR = KETTLE.replace("ITERS = 19", "ITERS = 12").replace("LR = 0.05", "LR = 0.0005").replace(
+    "        w.assign(w.numpy() - LR * w.grad.numpy())\n",
+    "        w.assign(w.numpy() - LR * 40.0 * w.grad.numpy())\n        tape.zero()\n")
+
+
+@pytest.mark.warp
+def test_a_right_fix_that_descends_more_slowly_than_a_steady_wrong_gradient_passes_and_says_so(tmp_path):
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    ws = tmp_path / "kettle"
+    ws.mkdir()
+    (ws / "kettle.py").write_text(KETTLE_FACTOR, encoding="utf-8")
+    before = run_script(RunScriptArgs(script="kettle.py"), ws)  # fixes the workflow, as the first run does
+    Ledger(ws).append("gradcheck", _check(ws, False, script="kettle.py", files=("kettle.py",)))
+    after = _patch_check_track_rerun(ws, "LR * 40.0 * w.grad", "LR * w.grad")
+    assert before.trend == "improving" and after.final_loss > before.final_loss
+    assert 0.9 * after.loss_trajectory[0] < after.final_loss < after.loss_trajectory[0]  # under 10%, every step down
+    res = finish(FinishArgs(outcome="fixed", summary="the update applied 40x the gradient"), ws)
+    assert res.comparison is not None and "showed no symptom" in res.comparison.verdict
+    assert (res.comparison.before, res.comparison.after) == (before.final_loss, after.final_loss)
+
+
+def test_without_a_symptom_before_the_rerun_must_still_descend_steadily(ws):
+    _first_run(ws, [12.5, 9.0, 6.0, 4.0, 2.5])
+    Ledger(ws).append("gradcheck", _check(ws, False))
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    Ledger(ws).append("gradcheck", _check(ws, True))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 11.0, 12.0, 10.5, 11.8]))  # no steady descent, ends above 2.5
+    _refused(ws, "fixed", "G010", "does not improve on 2.5")
+    Ledger(ws).append("run", _run(ws, [12.5, 12.3, 12.4, 12.2, 12.3, 12.1, 12.2, 12.0]))  # lower, but noise
+    _refused(ws, "fixed", "G010", "does not improve on 2.5")
+    Ledger(ws).append("run", _run(ws, [12.5, 12.4, 12.35, 12.3, 12.2]))  # slow, every step down
+    assert "showed no symptom" in check_finish(ws, "fixed").comparison.verdict
+
+
+def test_a_run_before_with_a_symptom_still_needs_the_rerun_to_improve_on_it(ws):
+    _first_run(ws, [12.5, 6.0, 3.0, 5.0, 9.0])  # falls, then climbs: the symptom a fix must remove
+    Ledger(ws).append("gradcheck", _check(ws, False))
+    _edit(ws, "drag = 0.3 * h[i]", "drag = 0.3 * h[i] + 0.0")
+    Ledger(ws).append("gradcheck", _check(ws, True))
+    Ledger(ws).append("tracker", {"ok": True, "clean": True, "warnings": [], "files": _files(ws, "glider.py")})
+    Ledger(ws).append("run", _run(ws, [12.5, 11.5, 10.8, 10.2, 9.6]))  # steady, but not below 9.0
+    _refused(ws, "fixed", "G010", "does not improve on 9.0")
+
+
+def test_a_variant_run_that_descends_but_ends_higher_is_no_evidence_of_a_second_cause(ws):
+    """The no-symptom allowance is the fix's alone: a variant run (not_a_gradient_bug's smaller learning rate)
+    must improve on the baseline."""
+    _first_run(ws, [12.5, 9.0, 6.0, 4.0, 2.5])
+    Ledger(ws).append("gradcheck", _check(ws, True))
+    Ledger(ws).append("run", _run(ws, [12.5, 11.0, 9.5, 8.0, 7.0], changed="learning rate 0.2 -> 0.05"))
+    _refused(ws, "not_a_gradient_bug", "G010", "the variant run")
+
+
+# -- false acceptance 7 on a real probe: loss() is the printed objective, grad() is not what the update applies ----
+
+PROBE_KETTLE = '''import numpy as np
+import warp as wp
+
+import kettle
+
+W = wp.zeros(kettle.N, dtype=float, requires_grad=True)
+TARGET = wp.array(np.linspace(1.0, 2.0, kettle.N).astype(np.float32), dtype=float)
+
+
+def _loss(tape=None):
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    if tape is None:
+        wp.launch(kettle.misfit, kettle.N, inputs=[W, TARGET], outputs=[loss])
+    else:
+        with tape:
+            wp.launch(kettle.misfit, kettle.N, inputs=[W, TARGET], outputs=[loss])
+    return loss
+
+
+def params():
+    return {"w": W}
+
+
+def loss():
+    return float(_loss().numpy()[0])
+
+
+def grad():
+    W.grad.zero_()
+    tape = wp.Tape()
+    tape.backward(_loss(tape))
+    return {"w": W.grad.numpy().copy()}
+'''
+
+
+@pytest.mark.warp
+def test_a_real_probe_whose_loss_is_the_printed_objective_but_not_the_applied_gradient_is_refused(tmp_path):
+    """The probe's loss() equals the script's printed loss at iteration 0 and its grad() agrees with FD of it, but
+    the script's update applies 40x that gradient: the probe proves nothing about the update (G004)."""
+    from warpgrad.tools.gradcheck import GradcheckArgs, gradcheck
+    from warpgrad.tools.run_script import RunScriptArgs, run_script
+
+    ws = tmp_path / "kettle"
+    ws.mkdir()
+    (ws / "kettle.py").write_text(KETTLE_FACTOR, encoding="utf-8")
+    (ws / "probe_kettle.py").write_text(PROBE_KETTLE, encoding="utf-8")
+    run = run_script(RunScriptArgs(script="kettle.py"), ws)
+    probe = gradcheck(GradcheckArgs(probe="probe_kettle.py", script="kettle.py", declared_objective=True), ws)
+    assert probe.passed is True, probe.reason
+    assert probe.objective_value == pytest.approx(run.loss_trajectory[0], rel=1e-5)  # the printed objective
+    _refused(ws, "gradients_correct", "G004", "never compared with the gradient the script's update applies")

@@ -86,3 +86,16 @@ def test_a_run_reads_the_trajectory_of_a_script_that_names_its_objective(tmp_pat
     assert res.ok, res.error
     assert res.loss_trajectory == [round(9.0 * 0.64 ** (k + 1), 6) for k in range(6)]
     assert res.trend == "improving"
+
+
+def test_a_count_restated_on_every_progress_line_is_not_the_progress() -> None:
+    """A line that says how many things its quantity sums over ("over 8 cells", "of 5 targets") before the value:
+    the count never moves, the quantity does; the count ranks last whichever comes first on the line."""
+    from warpgrad.tools.losses import parse_progress
+
+    text = "\n".join(f"epoch {i}: heat misfit over 8 cells = {40 - 3 * i}.125" for i in range(5))
+    assert [p.value for p in parse_progress(text)] == [40.125, 37.125, 34.125, 31.125, 28.125]
+    text = "\n".join(f"round {i} | batch 16 | residual {0.5 / (i + 1):.4f}" for i in range(4))
+    assert [p.value for p in parse_progress(text)] == [0.5, 0.25, 0.1667, 0.125]
+    # Alone, a quantity that stays put is still read (a stalled objective is progress too).
+    assert [p.value for p in parse_progress("\n".join(f"iter {i} gap 2.5" for i in range(4)))] == [2.5] * 4

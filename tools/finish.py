@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .gate import OtherCause, Outcome, check_finish, gather_plan
+from .backups import BackupFile, Backups
+from .gate import OtherCause, Outcome, check_finish, gather_plan, unpatched_run_needed
+from .gate.evidence import Evidence, patch_payload
 from .gradcheck import GradcheckArgs, gradcheck
-from .ledger import Ledger
-from .records import Comparison, FinishPayload
+from .ledger import STATE_DIR, Ledger
+from .records import Comparison, FinishPayload, WorkflowPayload
 from .registry import ToolError, tool
 from .report import write_report
-from .run_script import RunScriptArgs, run_script
+from .run_script import RunScriptArgs, run_script, run_script_in
 from .tracker import InstrumentArgs, instrument
 
 
@@ -42,6 +47,55 @@ def _gather(workspace: Path, outcome: str) -> list[str]:
                                  metric_target=m.target if m else None), workspace)
         done.append(f"the workflow's rerun ({' '.join([wf.script, *wf.args])})")
     return done
+
+
+def _run_unpatched(workspace: Path, wf: WorkflowPayload) -> str | None:
+    """Run the workflow on the program as it was before the first patch, to its end, in a scratch copy of the
+    workspace (the user's files stay as they are); the run is recorded in the ledger with the original files'
+    hashes, which is what makes it the run before (G010). What ran, in words (None: an original could not be
+    restored from its verified backup, so nothing ran)."""
+    records, _ = Ledger(workspace).read()
+    ev = Evidence(records, Path(workspace))
+    first_before: dict[str, tuple[str | None, str | None]] = {}  # rel -> (backup id, sha256 before; None: created)
+    for r in ev.patches():
+        p = patch_payload(r)
+        for rel, sha in p.before.items():
+            if rel not in p.diagnostic:
+                first_before.setdefault(rel, (p.backup_op, sha))
+    backups = Backups(workspace)
+    with tempfile.TemporaryDirectory(prefix="wg-unpatched-") as tmp:
+        copy = Path(tmp) / "ws"
+        shutil.copytree(workspace, copy, ignore=shutil.ignore_patterns(STATE_DIR, "__pycache__"), symlinks=True)
+        for rel, (op, sha) in first_before.items():
+            target = copy / rel
+            if sha is None:  # the patch created it: the unpatched program had no such file
+                target.unlink(missing_ok=True)
+                continue
+            if op is None:
+                return None
+            try:
+                data, mode = backups.verified(op, BackupFile(path=rel, before=sha, after=""))
+            except ToolError:
+                return None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            os.chmod(target, mode)
+        m = wf.metric
+        result = run_script_in(copy, copy / wf.script, wf.args, metric=m)
+    Ledger(workspace).append("run", result, tool="finish")
+    return f"the unpatched workflow to its end in a scratch copy ({' '.join([wf.script, *wf.args])})"
+
+
+def _gather_before_run(workspace: Path, outcome: str, gate_missing: list[str]) -> list[str]:
+    """When the rerun does not improve on a run before that diagnose cut short (G010), the whole run before."""
+    if outcome != "fixed" or not any(m.startswith("[G010 ") for m in gate_missing):
+        return []
+    if not unpatched_run_needed(workspace):
+        return []
+    records, _ = Ledger(workspace).read()
+    wf = Evidence(records, Path(workspace)).workflow
+    done = _run_unpatched(workspace, wf) if wf is not None else None
+    return [done] if done else []
 
 
 GATHERS_FOR = ("fixed", "objective_changed", "gradients_correct", "not_a_gradient_bug")
@@ -96,6 +150,10 @@ def finish(args: FinishArgs, workspace: Path) -> FinishResult:
     if not gate.accepted and args.outcome in GATHERS_FOR:
         gathered = _gather(workspace, args.outcome)
         if gathered:
+            gate = check_finish(workspace, args.outcome, args.also)
+        before = _gather_before_run(workspace, args.outcome, gate.missing) if not gate.accepted else []
+        if before:
+            gathered += before
             gate = check_finish(workspace, args.outcome, args.also)
     if not gate.accepted:
         what = args.outcome + (f" + {args.also}" if args.also else "")

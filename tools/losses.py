@@ -72,7 +72,8 @@ def parse_progress(text: str) -> list[LossPoint]:
 
     Many scripts name their objective for what it measures, not "loss". A name counts when at least
     MIN_PROGRESS_LINES lines that carry an iteration number report it, and it is not a hyper-parameter, a clock,
-    a counter or a gradient size; of several, the one most lines name, then the first on its line. None
+    a counter or a gradient size; of several, one whose value moves (a value restated unchanged on every line is a
+    setting or a count), then the one most lines name, then the first on its line. None
     qualifies: no points (a guess at the objective is worse than none: the gate compares runs by it).
     """
     points = parse_losses(text)
@@ -107,7 +108,13 @@ def parse_progress(text: str) -> list[LossPoint]:
     eligible = [name for name, c in counts.items() if c >= MIN_PROGRESS_LINES]
     if not eligible:
         return []
-    best = min(eligible, key=lambda name: (-counts[name], order[name]))
+    # A name whose value never changes from line to line is a setting or a count the line restates ("error over 4
+    # gusts = 291.7", "batch 32 | misfit 0.4"), not the progress: it ranks after every name whose value moves.
+    values: dict[str, set[float]] = {}
+    for _, _, named in rows:
+        for name, v in named.items():
+            values.setdefault(name, set()).add(v)
+    best = min(eligible, key=lambda name: (len(values[name]) == 1, -counts[name], order[name]))
     return [LossPoint(iteration=it, value=named[best], line=n) for n, it, named in rows if best in named]
 
 

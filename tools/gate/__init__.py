@@ -21,7 +21,7 @@ from .compare import objective_improves
 from .evidence import Evidence, all_zero, objective_kind
 from .g006_first_and_later_iteration import MIN_DIRECTIONS
 from .g012_objective_invariant import OBJECTIVE_RTOL, ObjectiveShift, objective_shift
-from .gather import GatherPlan, gather_plan
+from .gather import GatherPlan, gather_plan, unpatched_run_needed
 from .outcomes import (
     CORRECT_CLAIMS,
     OUTCOMES,
@@ -37,4 +37,4 @@ from .rule import Rule
 __all__ = ["CORRECT_CLAIMS", "MIN_DIRECTIONS", "OBJECTIVE_RTOL", "OUTCOMES", "RULES", "Evidence",
            "GateResult", "GatherPlan", "ObjectiveShift", "OtherCause", "Outcome", "Rule", "all_zero", "check_finish",
            "gather_plan", "hyperparameter_changes", "localization", "objective_improves", "objective_kind",
-           "objective_shift", "rules_markdown"]
+           "objective_shift", "rules_markdown", "unpatched_run_needed"]

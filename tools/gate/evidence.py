@@ -165,6 +165,25 @@ class Evidence:
             kind, why = self._judge_kind(v)
             self.checks.append(Check(r, v, kind, why))
 
+    def originals(self) -> dict[str, tuple[str | None, str]]:
+        """Each patched user file -> (the backup id, its sha256 before the first patch that changed it): the program
+        as it was before any patch."""
+        out: dict[str, tuple[str | None, str]] = {}
+        for r in self.patches():
+            p = patch_payload(r)
+            for rel, sha in p.before.items():
+                if sha is not None and rel not in p.diagnostic:
+                    out.setdefault(rel, (p.backup_op, sha))
+        return out
+
+    def unpatched_run(self, r: LedgerRecord) -> bool:
+        """A run of the program as it was before any patch, whenever it was made (finish runs it in a scratch copy
+        when diagnose's run was cut short): it imported a patched file, and every patched file it imported has the
+        bytes that file had before its first patch."""
+        orig = self.originals()
+        seen = [rel for rel in r.files if rel in orig]
+        return bool(seen) and all(r.files[rel] == orig[rel][1] for rel in seen)
+
     def patches(self) -> list[LedgerRecord]:
         """Every patch record, a malformed one too (its `files` then stand for the paths it changed)."""
         return [r for r in self.records if r.kind == "patch"]

@@ -19,8 +19,11 @@ def check(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, pat
     if confirmed:
         out.evidence["symptom_gone"] = confirmed[-1].seq
         return out
-    reruns = [(r, v) for r, v in ev.runs if r.seq > last_patch.seq and not v.changed]
-    befores = [(r, v) for r, v in ev.runs if r.seq < first_patch.seq]
+    reruns = [(r, v) for r, v in ev.runs if r.seq > last_patch.seq and not v.changed and not ev.unpatched_run(r)]
+    # The run before: any run of the unpatched program (before the first patch, or later on its original bytes);
+    # a complete one is preferred to one diagnose cut short, whose end is unknown.
+    befores = [(r, v) for r, v in ev.runs if r.seq < first_patch.seq or ev.unpatched_run(r)]
+    befores.sort(key=lambda rv: (rv[1].cut_short_at is None, rv[0].seq))
     if not reruns:
         out.missing.append(RULE.refusal(
             f"a rerun of the user's workflow after the patch (record {last_patch.seq}) whose objective improves on "
@@ -44,10 +47,11 @@ def check(ev: Evidence, last_patch: LedgerRecord, first_patch: LedgerRecord, pat
         before = next((b for b, bv in reversed(befores) if same_workflow(bv, av, same_args=True)), None)
         if before is None:
             reasons.append(f"there is no run of the same workflow ({av.script}, same script and arguments) before the "
-                           "patch to compare with (diagnose's run counts); have the user confirm the symptom is gone "
+                           "patch to compare with (diagnose's run counts; finish runs the unpatched program itself in "
+                           "a scratch copy when its backups restore it); have the user confirm the symptom is gone "
                            "(symptom-gone), or undo, run_script, and patch again")
             continue
-        ok, reason, cmp = objective_improves(before, after)
+        ok, reason, cmp = objective_improves(before, after, no_symptom_ok=True)
         if ok:
             out.evidence["run_before"], out.evidence["run_after"] = before.seq, after.seq
             out.comparison = cmp
@@ -80,10 +84,14 @@ RULE = Rule(
     id="G010", name="objective-before-after",
     summary="fixed needs the workflow run before the patch and a rerun after it, both showing the objective or "
             "the named metric, and the rerun improving on it; the report states before -> after.",
-    refuses="`fixed` when the workflow's rerun does not improve on the run before",
+    refuses="`fixed` when the workflow's rerun does not improve on the run before (where that run descended steadily "
+            "to its end: when the rerun does not descend)",
     why="A run whose loss could not be read (nothing parsed) compared nothing.",
-    satisfied_by="The workflow run before the patch (diagnose's run counts, compared where it was cut short) and a "
-                 "rerun after it, with a parsed loss or a `metric`; finish makes the rerun itself.",
+    satisfied_by="The workflow run before the patch (diagnose's run counts, compared where it was cut short; when "
+                 "the rerun does not beat it there, finish runs the unpatched program to its end in a scratch copy) "
+                 "and a rerun after it, with a parsed loss or a `metric`; finish makes the rerun itself. When the "
+                 "whole run before showed no symptom (it descended steadily to its end), a rerun that descends at "
+                 "nearly every step counts, however slowly, and the report says it ends higher.",
     call="finish makes the rerun itself (run_script from the command line; run_script(metric=...) when the script "
          "prints a metric rather than a loss)",
     check=check,

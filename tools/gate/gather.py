@@ -85,3 +85,22 @@ def gather_plan(workspace: Path, outcome: str = "fixed") -> GatherPlan | None:
               and ev.current(r) and not ev.run_departures(r, v)]
     plan = GatherPlan(workflow=wf, tracker=not trackers, rerun=not reruns, check=check)
     return plan if plan.tracker or plan.rerun or plan.check else None
+
+
+def unpatched_run_needed(workspace: Path) -> bool:
+    """Whether finish should run the program as it was before the first patch to its end (in a scratch copy): a
+    patch exists, and no completed run of the unpatched workflow (same script and arguments) is on record, only one
+    diagnose cut short once it had read the trend (a wrong gradient that descends fast and then climbs can lie
+    below a right fix at the cut, so where the buggy run would have ended is what the rerun must be compared
+    with). finish asks only when G010 still refuses after its other runs."""
+    records, _ = Ledger(workspace).read()
+    ev = Evidence(records, Path(workspace))
+    wf = ev.workflow
+    patches = [r for r in ev.patches() if patched_paths(r)]
+    if wf is None or not wf.script or not patches or not ev.originals():
+        return False
+    first = patches[0].seq
+    befores = [v for r, v in ev.runs if (r.seq < first or ev.unpatched_run(r)) and v.script == wf.script
+               and v.args == wf.args and not v.changed]
+    return not any(v.cut_short_at is None and not v.failed() for v in befores)
+

@@ -500,33 +500,7 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
             for other in cap.other_iterations:
                 if other.iteration == 0:
                     ev.prestart(other)
-        factor, printed = _reported_factor(run.stdout_tail, cap.seeded_trajectory, args.objective)
-        res.printed_vs_seeded = printed
-        seeds = cap.objective_seeds
-        if factor is not None and not all(_hand_seed(sd) for sd in seeds):
-            # A loss passed to backward (`loss=`) is the objective the user built; printing a multiple of it is
-            # cosmetic. A hand seed is different: it is the user's claim of d(objective)/d(seeded array), and the
-            # objective is what the script reports, so a seed of 1 on a sum reported as its mean is checked as a
-            # factor (the update applies N times the reported objective's gradient).
-            res.notes.append(f"the script prints {factor:.6g}× the loss it passes to backward; the check "
-                             "differences the loss passed to backward")
-            factor = None
-        if printed == "different" and cap.seeded_loss_read:
-            # The script reads the seeded loss array itself: the numbers may be that loss printed at another
-            # cadence (every k iterations, per frame), so "not the seeded loss" would not be a measured fact.
-            res.notes.append("the printed numbers do not line up with the seeded losses iteration by iteration, and "
-                             "the script reads the seeded loss array back after backward; the check differenced the "
-                             "seeded loss")
-        elif printed == "different":
-            res.notes.append("the loss the script prints is not the loss seeded into backward; the check differenced "
-                             "the seeded one. If the printed quantity is the real objective, rerun with --objective "
-                             "VARIABLE")
-        # A loss the script reports under a loss's name that is neither the seeded loss nor a multiple of it, and
-        # the script never reads the seeded loss: the reported objective is another quantity (a converged solve
-        # beside a truncated taped one, a validation loss), so agreement with FD of the seeded loss cannot say the
-        # gradient of the reported objective is right.
-        unreported = printed == "different" and not cap.seeded_loss_read and not args.objective and \
-            bool(parse_losses(strip_warp_chatter(run.stdout_tail)))
+        factor, unreported = _printed_relation(args, run, cap, res)
         others = [o for o in cap.other_iterations if o.iteration == 0] if args.iteration is None else []
 
         def first_result() -> GradcheckResult:
@@ -562,6 +536,41 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
         if ev is not None:
             ev.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _printed_relation(args: GradcheckArgs, run: RunScriptResult, cap: CaptureReport,
+                      res: GradcheckResult) -> tuple[float | None, bool]:
+    """How the loss the script prints relates to the seeded one, with the notes that say so on `res`: the factor
+    the check applies to the reported objective (None: difference the seeded loss), and whether the reported loss
+    is another quantity, which withholds `correct` (`_withhold_unreported`)."""
+    factor, printed = _reported_factor(run.stdout_tail, cap.seeded_trajectory, args.objective)
+    res.printed_vs_seeded = printed
+    seeds = cap.objective_seeds
+    if factor is not None and not all(_hand_seed(sd) for sd in seeds):
+        # A loss passed to backward (`loss=`) is the objective the user built; printing a multiple of it is
+        # cosmetic. A hand seed is different: it is the user's claim of d(objective)/d(seeded array), and the
+        # objective is what the script reports, so a seed of 1 on a sum reported as its mean is checked as a
+        # factor (the update applies N times the reported objective's gradient).
+        res.notes.append(f"the script prints {factor:.6g}× the loss it passes to backward; the check "
+                         "differences the loss passed to backward")
+        factor = None
+    if printed == "different" and cap.seeded_loss_read:
+        # The script reads the seeded loss array itself: the numbers may be that loss printed at another
+        # cadence (every k iterations, per frame), so "not the seeded loss" would not be a measured fact.
+        res.notes.append("the printed numbers do not line up with the seeded losses iteration by iteration, and "
+                         "the script reads the seeded loss array back after backward; the check differenced the "
+                         "seeded loss")
+    elif printed == "different":
+        res.notes.append("the loss the script prints is not the loss seeded into backward; the check differenced "
+                         "the seeded one. If the printed quantity is the real objective, rerun with --objective "
+                         "VARIABLE")
+    # A loss the script reports under a loss's name that is neither the seeded loss nor a multiple of it, and
+    # the script never reads the seeded loss: the reported objective is another quantity (a converged solve
+    # beside a truncated taped one, a validation loss), so agreement with FD of the seeded loss cannot say the
+    # gradient of the reported objective is right.
+    unreported = printed == "different" and not cap.seeded_loss_read and not args.objective and \
+        bool(parse_losses(strip_warp_chatter(run.stdout_tail)))
+    return factor, unreported
 
 
 def _withhold_unreported(res: GradcheckResult) -> GradcheckResult:

@@ -37,7 +37,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 ROOT_ENV = "WARPGRAD_KERNEL_CACHE"
@@ -112,22 +112,28 @@ def seed(cache: Path, user_cache: Path) -> None:
     own. Only real folders and files are linked (a link in the user's cache is skipped)."""
     if not user_cache.is_dir():
         return
-    for version in os.scandir(user_cache):
+    for version, module in _module_folders(user_cache):
+        dest = cache / version / module.name
+        try:
+            dest.mkdir(parents=True)
+        except FileExistsError:
+            continue  # seeded before, or compiled by a run of this code
+        for f in os.scandir(module.path):
+            if f.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileExistsError):
+                    os.symlink(f.path, dest / f.name)
+
+
+def _module_folders(cache: Path) -> Iterator[tuple[str, os.DirEntry]]:
+    """(Warp version folder name, module folder) for every compiled module folder of `cache`: real folders named
+    `wp_*`, none that Warp is still building (`_p<pid>_t<thread>`)."""
+    for version in os.scandir(cache):
         if not version.is_dir(follow_symlinks=False):
             continue
         for module in os.scandir(version.path):
-            if not module.name.startswith("wp_") or _BUILDING.search(module.name) \
-                    or not module.is_dir(follow_symlinks=False):
-                continue
-            dest = cache / version.name / module.name
-            try:
-                dest.mkdir(parents=True)
-            except FileExistsError:
-                continue  # seeded before, or compiled by a run of this code
-            for f in os.scandir(module.path):
-                if f.is_file(follow_symlinks=False):
-                    with contextlib.suppress(FileExistsError):
-                        os.symlink(f.path, dest / f.name)
+            if module.name.startswith("wp_") and not _BUILDING.search(module.name) \
+                    and module.is_dir(follow_symlinks=False):
+                yield version.name, module
 
 
 def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str]:
@@ -144,29 +150,23 @@ def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str
     copied: list[str] = []
     if not run_cache.is_dir() or into.resolve() == run_cache.resolve():
         return copied
-    for version in os.scandir(run_cache):
-        if not version.is_dir(follow_symlinks=False):
+    for version, module in _module_folders(run_cache):
+        dest = into / version / module.name
+        if dest.exists():
             continue
-        for module in os.scandir(version.path):
-            if not module.name.startswith("wp_") or _BUILDING.search(module.name) \
-                    or not module.is_dir(follow_symlinks=False):
-                continue
-            dest = into / version.name / module.name
-            if dest.exists():
-                continue
-            files = list(os.scandir(module.path))
-            if not files or not all(f.is_file(follow_symlinks=False) for f in files) \
-                    or sum(f.stat(follow_symlinks=False).st_size for f in files) > max_bytes:
-                continue
-            part = dest.with_name(f"{module.name}_p{os.getpid()}_t{threading.get_ident()}")
-            try:
-                part.mkdir(parents=True)
-                for f in files:
-                    shutil.copyfile(f.path, part / f.name, follow_symlinks=False)
-                os.rename(part, dest)
-                copied.append(module.name)
-            except OSError:
-                shutil.rmtree(part, ignore_errors=True)  # another run put it there first, or the disk is full
+        files = list(os.scandir(module.path))
+        if not files or not all(f.is_file(follow_symlinks=False) for f in files) \
+                or sum(f.stat(follow_symlinks=False).st_size for f in files) > max_bytes:
+            continue
+        part = dest.with_name(f"{module.name}_p{os.getpid()}_t{threading.get_ident()}")
+        try:
+            part.mkdir(parents=True)
+            for f in files:
+                shutil.copyfile(f.path, part / f.name, follow_symlinks=False)
+            os.rename(part, dest)
+            copied.append(module.name)
+        except OSError:
+            shutil.rmtree(part, ignore_errors=True)  # another run put it there first, or the disk is full
     return copied
 
 

@@ -717,8 +717,8 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
     planned, done = (2 * len(fd.STEPS) + 2 * (args.directions - 1) + baseline) if after is None else 6, [0]
 
     def evaluate(batch):
-        progress.fd_evaluations(iteration, done[0], planned, running=len(batch) + (baseline and "eval" not in base))
-        done[0] += len(batch) + (baseline and "eval" not in base)
+        n = len(batch) + (baseline and "eval" not in base)
+        progress.fd_evaluations(iteration, done[0], planned, running=n)
         # The baseline rerun runs alongside the first sweep: it must reproduce the captured objective.
         if baseline and "eval" not in base:
             evs = ev.evaluate(iteration, [{}, *batch])
@@ -726,6 +726,10 @@ def _check_iteration(args: GradcheckArgs, res: GradcheckResult, cap: CapturedIte
             evs = evs[1:]
         else:
             evs = ev.evaluate(iteration, batch)
+        # Reported when a batch ends too: batched follow-ups can leave one batch per check, whose count would
+        # otherwise never move past 0 on the terminal.
+        done[0] += n
+        progress.fd_evaluations(iteration, done[0], planned)
         # FD of the objective the script reports (scale × the seeded one): a factor then comes from AD/FD.
         return [fd.Evaluation(e.objective * scale if e.objective is not None else None, e.applied, e.error)
                 for e in evs]

@@ -121,12 +121,21 @@ def render_run(r: RunScriptResult) -> None:
         out.print(f"[yellow]Warp warning:[/] {w}")
 
 
-def run_command(spec: ToolSpec, ws: Path, raw: dict[str, Any], as_json: bool) -> int:
-    """Run a tool as its own command: validate, run (its runs forked from a warm worker when it `forks`, the
-    stage and progress on a terminal when it declares a `status`), print, and return the exit status."""
+def _call(target: str) -> Any:
+    """The function a `module:function` string names."""
     import importlib
 
+    mod, _, fn = target.partition(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def run_command(spec: ToolSpec, ws: Path, raw: dict[str, Any], as_json: bool, detail: str = "summary",
+                files: Mapping[str, Path] | None = None) -> int:
+    """Run a tool as its own command: validate, run (its runs forked from a warm worker when it `forks`, the
+    stage and progress on a terminal when it declares a `status`), write the files asked for (`files`:
+    `{FileOutput.option: path}`), print, and return the exit status."""
     from ..tools import progress
+    from ..tools.budget import compact_json
 
     cli = spec.cli
     if cli is None:
@@ -142,13 +151,15 @@ def run_command(spec: ToolSpec, ws: Path, raw: dict[str, Any], as_json: bool) ->
             with console.status(cli.status) as status, \
                     progress.reporting(status.update if console.is_terminal else None):
                 result = spec.call(args, ws)
+    for o in cli.outputs:
+        if (files or {}).get(o.option) is not None:
+            _call(o.writer)(result, (files or {})[o.option])
     if as_json:
-        print(result.model_dump_json(indent=2))
+        print(compact_json(result) if cli.budgeted_json and detail != "full" else result.model_dump_json(indent=2))
     elif cli.render is None:
         out.print(spec.summary(result), highlight=False, markup=False)
     else:
-        mod, _, fn = cli.render.partition(":")
-        getattr(importlib.import_module(mod), fn)(result)
+        _call(cli.render)(result)
     return 0 if cli.exit_code is None else cli.exit_code(result)
 
 
@@ -197,7 +208,17 @@ class ModelCommand(click.Command):
         params += field_options(spec.args, skip={cli.positional, "args"}, rename=cli.rename, choices=False)
         params.append(click.Option(["--workspace"], type=click.Path(file_okay=False, path_type=Path), default=None,
                                    help="Workspace root (default: the current folder, or the script's)."))
-        params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print one JSON document."))
+        if cli.budgeted_json:
+            params.append(click.Option(["--json", "as_json"], is_flag=True, help=(
+                "Print one JSON document: every field, repeats collapsed with a count and long lists capped with "
+                "a count (--detail full: all).")))
+            params.append(click.Option(["--detail"], type=click.Choice(["summary", "full"]), default="summary",
+                                       help="summary (default) or full: with --json, the whole record."))
+        else:
+            params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print one JSON document."))
+        for o in cli.outputs:
+            params.append(click.Option([f"--{o.option}"], type=click.Path(dir_okay=False, path_type=Path),
+                                       default=None, help=o.help))
         return params
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -207,7 +228,8 @@ class ModelCommand(click.Command):
         assert spec.cli is not None  # spec() found it by its command
         positional, paths = spec.cli.positional, set(spec.cli.paths)
         kw = dict(ctx.params)
-        workspace, as_json = kw.pop("workspace"), kw.pop("as_json")
+        workspace, as_json, detail = kw.pop("workspace"), kw.pop("as_json"), kw.pop("detail", "summary")
+        files = {o.option: kw.pop(o.option) for o in spec.cli.outputs}
         raw: dict[str, Any] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()
                                if v is not None and v != ()}
         given = [Path(raw[k]) for k in (positional, *sorted(paths)) if k in raw]
@@ -216,7 +238,7 @@ class ModelCommand(click.Command):
             raw[k] = rel_to(ws, Path(raw[k]))
         raw["args"] = list(ctx.args)
         try:
-            code = run_command(spec, ws, raw, as_json)
+            code = run_command(spec, ws, raw, as_json, detail, files)
         except (ToolError, ValidationError) as e:
             console.print(f"[red]error:[/] {e}")
             raise SystemExit(2) from None

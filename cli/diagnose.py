@@ -1,16 +1,15 @@
-"""`warpgrad diagnose SCRIPT [-- ARGS]`: the measured pipeline, rendered for people, JSON or Markdown."""
+"""How `warpgrad diagnose` shows a result to a person (terminal, Markdown, HTML); the command itself is derived
+from the `diagnose` tool's declaration (`tools/diagnose.py`)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-from pydantic import ValidationError
 from rich.console import Console
 
-from .core import console, out, rel_to, warm_worker, workspace_for
+from .core import out
 
 if TYPE_CHECKING:
     from ..tools.diagnose import DiagnoseResult
@@ -96,80 +95,18 @@ def render(r: DiagnoseResult, con: Console) -> None:
     con.print("[dim]" + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()) + "[/]")
 
 
-def diagnose_cmd(
-    ctx: typer.Context,
-    script: Annotated[Path, typer.Argument(help="The training script (its folder's modules are imported as usual).")],
-    iteration: Annotated[int | None, typer.Option(help="Training iteration to check (0-based).")] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", help="Parameter to check (repeatable).")] = None,
-    objective: Annotated[str | None, typer.Option(help="Variable to difference instead of the seeded loss.")] = None,
-    bisect: Annotated[str, typer.Option(help="Horizon bisection: auto, always or never.")] = "auto",
-    device: Annotated[str | None, typer.Option(help="'cpu' forces Warp onto the CPU.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per run of the script.")] = 300.0,
-    workspace: Annotated[Path | None, typer.Option(help="Workspace root (default: the current folder).")] = None,
-    record: Annotated[bool, typer.Option(help="Append the evidence to .warpgrad/ledger.jsonl.")] = True,
-    full_run: Annotated[bool, typer.Option("--full-run", help="Run the script to its end for the loss trajectory "
-                                           "(default: stop once the printed loss shows its trend).")] = False,
-    md: Annotated[Path | None, typer.Option("--md", help="Also write a Markdown report to this file.")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML page (plots of AD "
-                                              "against FD, the step sweep, the loss and the tape) to this file.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document: every field, repeats collapsed "
-                                          "with a count and long lists capped with a count (--detail full: all).")] = False,
-    detail: Annotated[str, typer.Option(help="summary (default) or full: with --json, the whole record.")] = "summary",
-) -> None:
-    """Diagnose a training script's gradients: FD check, tracker, tape, rules, localization; ranked causes.
-
-    Exit 0: gradients correct, 1: wrong, 2: no verdict or the script cannot run. Arguments after `--` go to the script.
-    """
-    from ..tools.budget import compact_json
-    from ..tools.registry import ToolError
-
-    if detail not in ("summary", "full"):
-        console.print(f"[red]error:[/] --detail must be summary or full (got {detail!r})")
-        raise typer.Exit(2)
-    ws = workspace_for(script, workspace)
-    # The stages fork their runs from one warm worker instead of booting Python and Warp for each.
-    try:
-        with warm_worker(ws, device):
-            from ..tools import progress
-            from ..tools.diagnose import DiagnoseArgs, run_diagnose
-
-            # Validated by the model: the CLI's plain strings (bisect, device) are checked against its Literals.
-            args = DiagnoseArgs.model_validate({
-                "script": rel_to(ws, script), "args": list(ctx.args), "iteration": iteration, "params": param or [],
-                "objective": objective, "bisect": bisect, "device": device, "timeout_s": timeout, "record": record,
-                "full_run": full_run})
-            if as_json:
-                r = run_diagnose(args, ws)
-            else:
-                labels = {"run": "running the script", "gradcheck": "FD check (capture and tape, then perturbed runs)",
-                          "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
-                          "tape_rerun": "inspecting the tape (again, at the iteration the check reported)",
-                          "rules": "quick-check rules", "bisect": "bisecting the horizon"}
-                stage = ["starting"]
-
-                def staged(s: str) -> None:
-                    stage[0] = labels.get(s, s)
-                    status.update(f"{stage[0]}...")
-
-                # On a terminal only: the stage, and inside it how far along (FD evaluations done of planned).
-                with console.status("starting...") as status, progress.reporting(
-                        (lambda m: status.update(f"{stage[0]}: {m}")) if console.is_terminal else None):
-                    r = run_diagnose(args, ws, progress=staged)
-    except (ToolError, ValidationError) as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2) from None
-    if md:
-        md.write_text(markdown(r), encoding="utf-8")
-    if html:
-        from ..tools.html_report import from_diagnose, write_html
-
-        write_html(from_diagnose(r), html)
-    if as_json:
-        print(r.model_dump_json(indent=2) if detail == "full" else compact_json(r))
-    else:
-        render(r, out)
-    raise typer.Exit(1 if r.gradients_wrong else (0 if r.gradients_wrong is False else 2))
+def render_out(r: DiagnoseResult) -> None:
+    """`warpgrad diagnose`'s screen (its `CliCommand.render`)."""
+    render(r, out)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("diagnose", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})(diagnose_cmd)
+def write_markdown(r: DiagnoseResult, path: Path) -> None:
+    """`--md PATH`."""
+    path.write_text(markdown(r), encoding="utf-8")
+
+
+def write_html_page(r: DiagnoseResult, path: Path) -> None:
+    """`--html PATH`: the self-contained page with its plots."""
+    from ..tools.html_report import from_diagnose, write_html
+
+    write_html(from_diagnose(r), path)

@@ -25,7 +25,6 @@ app = typer.Typer(
 # Each module defines `register(app: typer.Typer) -> None` and adds its commands.
 COMMAND_MODULES = [
     "warpgrad.cli.core",
-    "warpgrad.cli.diagnose",
     "warpgrad.cli.eval",
     "warpgrad.cli.workspace",
     "warpgrad.cli.agent",

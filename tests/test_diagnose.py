@@ -7,7 +7,7 @@ import sys
 import pytest
 from programs import HEADER, VARIANTS, write_program
 
-from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
+from warpgrad.tools.diagnose import DiagnoseArgs, DiagnoseResult, run_diagnose
 from warpgrad.tools.harness.trend_stop import settled
 from warpgrad.tools.tape import inspect
 
@@ -96,6 +96,17 @@ def test_a_script_that_cannot_run_is_reported_as_the_blocker_and_the_cli_exits_2
     )
     assert p.returncode == 2
     assert json.loads(p.stdout)["blocked"].startswith("missing_import")
+
+    # The command's further outputs (declared with the tool): a Markdown report, and the whole record.
+    p = subprocess.run(
+        [sys.executable, "-m", "warpgrad", "diagnose", "train.py", "--json", "--detail", "full", "--no-record",
+         "--md", "report.md"],
+        cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=300, check=False,
+    )
+    assert p.returncode == 2, p.stderr
+    assert DiagnoseResult.model_validate_json(p.stdout).blocked.startswith("missing_import")
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "## Blocker" in report and "scene_loader_not_installed" in report
 
 
 def test_diagnose_writes_its_evidence_to_the_ledger(tmp_path):

@@ -37,17 +37,18 @@ def test_every_front_end_lists_exactly_the_declared_tools():
         assert f"- `{name}`: " in skill_tools
 
 
-def test_the_gradcheck_and_run_commands_take_their_options_from_the_input_models():
+def test_the_diagnose_gradcheck_and_run_commands_take_their_options_from_the_input_models():
     import click
 
     from warpgrad.cli.core import click_commands
+    from warpgrad.tools.diagnose import DiagnoseArgs
     from warpgrad.tools.gradcheck import GradcheckArgs
     from warpgrad.tools.run_script import RunScriptArgs
 
-    models = {"gradcheck": GradcheckArgs, "run": RunScriptArgs}
+    models = {"diagnose": DiagnoseArgs, "gradcheck": GradcheckArgs, "run": RunScriptArgs}
     renamed = {"params": "param", "timeout_s": "timeout"}
     commands = click_commands()
-    assert sorted(c.name for c in commands) == ["gradcheck", "run"]
+    assert sorted(c.name for c in commands) == ["diagnose", "gradcheck", "run"]
     for cmd in commands:
         opts = {o for p in cmd.get_params(click.Context(cmd)) for o in p.opts}
         for field in set(models[cmd.name].model_fields) - {"script", "args"}:
@@ -59,14 +60,15 @@ def test_the_commands_read_from_the_source_are_the_commands_the_imported_tools_d
 
     declared = {(d.name, d.help) for d in declared_commands()}
     imported = {(s.cli.name, s.cli.help) for s in load_tools().values() if s.cli is not None}
-    assert declared == imported and len(declared) >= 2
+    assert declared == imported and {"gradcheck", "run", "diagnose"} <= {d[0] for d in declared}
 
 
 def test_the_derived_command_help_lists_every_input_field_with_its_description():
+    from warpgrad.tools.diagnose import DiagnoseArgs
     from warpgrad.tools.gradcheck import GradcheckArgs
     from warpgrad.tools.run_script import RunScriptArgs
 
-    for command, model in (("gradcheck", GradcheckArgs), ("run", RunScriptArgs)):
+    for command, model in (("gradcheck", GradcheckArgs), ("run", RunScriptArgs), ("diagnose", DiagnoseArgs)):
         p = subprocess.run([sys.executable, "-m", "warpgrad", command, "--help"], capture_output=True, text=True,
                            timeout=120, check=False, env={**os.environ, "COLUMNS": "400"})
         assert p.returncode == 0, p.stderr
@@ -75,19 +77,6 @@ def test_the_derived_command_help_lists_every_input_field_with_its_description()
                 continue
             assert field.description and " ".join(field.description.split()) in " ".join(p.stdout.split()), \
                 (command, name)
-
-
-def test_the_hand_written_diagnose_command_has_an_option_for_every_input_field():
-    """`warpgrad diagnose` keeps hand-written options (it adds --md, --html, --detail and names its stages): a
-    field added to DiagnoseArgs without its option fails here."""
-    from warpgrad.tools.diagnose import DiagnoseArgs
-
-    p = subprocess.run([sys.executable, "-m", "warpgrad", "diagnose", "--help"], capture_output=True, text=True,
-                       timeout=120, check=False, env={**os.environ, "COLUMNS": "400"})
-    assert p.returncode == 0, p.stderr
-    renamed = {"params": "param", "timeout_s": "timeout"}
-    for name in set(DiagnoseArgs.model_fields) - {"script", "args"}:
-        assert "--" + renamed.get(name, name).replace("_", "-") in p.stdout, name
 
 
 def test_a_command_naming_a_field_its_input_model_lacks_is_refused_where_it_is_declared():
@@ -216,7 +205,13 @@ def test_a_tool_declared_once_appears_in_mcp_chat_the_skill_and_the_cli(tmp_path
     assert "count_lines" in python("-m", "warpgrad", "tool", "--help").stdout
 
     # A second declaration of a command the CLI already has is an error, not a silent replacement.
-    clash = PLANTED.replace('name="count-lines"', 'name="diagnose"').replace("def count_lines", "def count_again")
+    clash = PLANTED.replace('name="count-lines"', 'name="eval"').replace("def count_lines", "def count_again")
     (pkg / "tools" / "planted_clash.py").write_text(clash, encoding="utf-8")
     refused = python("-m", "warpgrad", "--help")
-    assert refused.returncode == 3 and "declares the command 'diagnose'" in refused.stderr
+    assert refused.returncode == 3 and "declares the command 'eval'" in refused.stderr
+
+    # Two tools declaring one command: the error names both modules.
+    twice = PLANTED.replace('name="count-lines"', 'name="diagnose"').replace("def count_lines", "def count_again")
+    (pkg / "tools" / "planted_clash.py").write_text(twice, encoding="utf-8")
+    refused = python("-m", "warpgrad", "--help")
+    assert refused.returncode == 3 and "both declare the command 'diagnose'" in refused.stderr

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from . import progress
 from .child_process import HarnessOutcome, run_harness
 from .failing_path import FailingPaths
 from .gradcheck import CaptureRider, GradcheckArgs, GradcheckResult, check, check_capture
@@ -50,7 +51,7 @@ from .losses import summarize
 from .quickchecks.base import Finding
 from .quickchecks.engine import run_rules
 from .ready_fix import ReadyFix, ready_fix
-from .registry import tool
+from .registry import CliCommand, FileOutput, tool
 from .render import diagnose_text
 from .run_script import RunScriptResult, describe_run
 from .signatures import TABLE, Signature
@@ -723,11 +724,36 @@ def _next_steps(res: DiagnoseResult) -> list[str]:
     return [s for s in steps if s]
 
 
-@tool(args=DiagnoseArgs, result=DiagnoseResult, long_running=True, render=diagnose_text, forks=True)
+# What a terminal shows for each stage (`progress.stage`): what the stage does and why it takes its time.
+_STAGE_LABELS = {"run": "running the script", "gradcheck": "FD check (capture and tape, then perturbed runs)",
+                 "tracker": "overwrite tracker (recompiles with the flag on)", "tape": "inspecting the tape",
+                 "tape_rerun": "inspecting the tape (again, at the iteration the check reported)",
+                 "rules": "quick-check rules", "bisect": "bisecting the horizon"}
+
+
+def _stage(name: str) -> None:
+    progress.stage(_STAGE_LABELS.get(name, name))
+
+
+def _diagnose_exit(r: DiagnoseResult) -> int:
+    return 1 if r.gradients_wrong else (0 if r.gradients_wrong is False else 2)
+
+
+@tool(args=DiagnoseArgs, result=DiagnoseResult, long_running=True, render=diagnose_text, forks=True,
+      cli=CliCommand(name="diagnose", help="Diagnose a training script's gradients: FD check, tracker, tape, rules, "
+                                           "localization; ranked causes. Exit 0: gradients correct, 1: wrong, 2: no "
+                                           "verdict or the script cannot run. Arguments after `--` go to the script.",
+                     rename={"params": "param", "timeout_s": "timeout"}, exit_code=_diagnose_exit,
+                     render="warpgrad.cli.diagnose:render_out", status="starting...", budgeted_json=True,
+                     outputs=(FileOutput("md", "Also write a Markdown report to this file.",
+                                         "warpgrad.cli.diagnose:write_markdown"),
+                              FileOutput("html", "Also write a self-contained HTML page (plots of AD against FD, the "
+                                                 "step sweep, the loss and the tape) to this file.",
+                                         "warpgrad.cli.diagnose:write_html_page"))))
 def diagnose(args: DiagnoseArgs, workspace: Path) -> DiagnoseResult:
     """Run the whole measured pipeline on a training script, without an LLM: run it, check its gradient
     against finite differences (signature), run Warp's overwrite tracker, inspect the recorded tape for
     hazards the tracker cannot see, scan the code with the quick-check rules, bisect the horizon when still
     ambiguous, and rank the hypotheses with the signature table. Returns whether the gradients are wrong,
     how, the most likely causes with file:line and evidence, and what was ruled out."""
-    return run_diagnose(args, workspace)
+    return run_diagnose(args, workspace, progress=_stage)

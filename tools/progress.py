@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator
 Sink = Callable[[str], None]
 
 _SINK: list[Sink | None] = [None]
+# The stage a multi-stage tool is in ("overwrite tracker"): later messages are shown under it. The last stage
+# started wins, as on the one status line a terminal shows.
+_STAGE: list[str | None] = [None]
 
 
 @contextlib.contextmanager
@@ -23,13 +26,20 @@ def reporting(sink: Sink | None) -> Iterator[None]:
     try:
         yield
     finally:
-        _SINK[0] = previous
+        _SINK[0], _STAGE[0] = previous, None
 
 
 def say(message: str) -> None:
     sink = _SINK[0]
     if sink is not None:
-        sink(message)
+        sink(message if _STAGE[0] is None else f"{_STAGE[0]}: {message}")
+
+
+def stage(label: str) -> None:
+    """A tool entered a stage: show '<label>...', then its messages as '<label>: <message>'."""
+    _STAGE[0] = None
+    say(f"{label}...")
+    _STAGE[0] = label
 
 
 def fd_evaluations(iteration: int, done: int, planned: int, running: int = 0) -> None:

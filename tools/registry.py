@@ -88,6 +88,21 @@ class CliCommand:
     """`module:function` that prints the result for a person (None: the tool's one-screen summary)."""
     status: str | None = None
     """What a terminal shows while the tool runs (with its progress); None shows nothing."""
+    budgeted_json: bool = False
+    """`--json` prints the record fitted like a model's answer (`budget.compact_json`: repeats collapsed, long
+    lists capped with a count) and `--detail full` the whole record; False: `--json` is the whole record."""
+    outputs: tuple[FileOutput, ...] = ()
+    """Further files the command can write from the result (`--md PATH`, `--html PATH`)."""
+
+
+@dataclass(frozen=True)
+class FileOutput:
+    """A file a tool's command writes from its result when given `--OPTION PATH` (a report for people)."""
+
+    option: str
+    help: str
+    writer: str
+    """`module:function` called with (result, path)."""
 
 
 @dataclass(frozen=True)
@@ -222,9 +237,9 @@ def declared_commands() -> list[DeclaredCommand]:
     second that `warpgrad --help` and every other command should not pay.
 
     Raises:
-        TypeError: a `CliCommand` whose name or help is not a literal.
+        TypeError: a `CliCommand` whose name or help is not a literal, or two tools declaring one command.
     """
-    found = []
+    found: list[DeclaredCommand] = []
     for module, text in _tool_sources().items():
         for call in _tool_decorators(text):
             cli = next((k.value for k in call.keywords if k.arg == "cli"), None)
@@ -235,6 +250,9 @@ def declared_commands() -> list[DeclaredCommand]:
                 name, help_ = (ast.literal_eval(given[k]) for k in ("name", "help"))
             except (KeyError, ValueError) as e:
                 raise TypeError(f"{module}: CliCommand needs literal name= and help= keywords") from e
+            twice = next((d for d in found if d.name == name), None)
+            if twice is not None:
+                raise TypeError(f"{module} and {twice.module} both declare the command {name!r}")
             found.append(DeclaredCommand(name, help_, module))
     return found
 

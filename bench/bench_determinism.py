@@ -49,6 +49,8 @@ class CaseMetaLite(BaseModel):
     id: str
     should_trigger: bool = True
     entry: str | None = None
+    expected_verdict: str | None = None
+    """The graders' label (`gradients_correct` / `gradients_wrong`), for the wrong-verdict count."""
 
 
 class ParamOut(BaseModel):
@@ -266,15 +268,38 @@ def _counts(xs: list[str]) -> str:
     return ", ".join(f"{x} x{xs.count(x)}" for x in sorted(set(xs)))
 
 
-def table(summaries: list[CaseSummary]) -> str:
+# A run's verdict against the graders' label: what a wrong verdict is (no verdict is never wrong).
+_WRONG_VERDICT = {"gradients_correct": "wrong", "gradients_wrong": "correct"}
+
+
+def labels(suites: list[Path]) -> dict[tuple[str, str], str]:
+    """`{(suite name, case): expected_verdict}` from the graders' meta.json files."""
+    out = {}
+    for suite in suites:
+        for meta_path in sorted((suite / "graders").glob("*/meta.json")):
+            meta = CaseMetaLite.model_validate_json(meta_path.read_text(encoding="utf-8"))
+            if meta.expected_verdict:
+                out[(suite.name, meta.id)] = meta.expected_verdict
+    return out
+
+
+def table(summaries: list[CaseSummary], label: dict[tuple[str, str], str] | None = None) -> str:
     yes = {True: "yes", False: "**no**"}
+    label = label or {}
     lines = [
-        "| suite | case | runs | verdicts | signatures | verdict same | signature same | roles same | numbers same |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| suite | case | label | runs | verdicts | signatures | verdict same | signature same | roles same | "
+        "numbers same |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    wrong: list[str] = []
     for s in summaries:
+        expected = label.get((s.suite, s.case))
+        bad = _WRONG_VERDICT.get(expected or "")
+        if bad is not None and bad in s.verdicts:
+            wrong.append(f"{s.case} ({expected}, judged {bad} in {s.verdicts.count(bad)} of {s.runs} runs)")
         lines.append(
-            f"| {s.suite} | {s.case} | {s.runs} | {_counts(s.verdicts)} | {_counts(s.signatures)} | "
+            f"| {s.suite} | {s.case} | {(expected or '?').replace('gradients_', '')} | {s.runs} | "
+            f"{_counts(s.verdicts)} | {_counts(s.signatures)} | "
             f"{yes[s.verdict_same]} | {yes[s.signature_same]} | {yes[s.roles_same]} | "
             f"{yes[s.numbers_same]}{' (' + s.numbers_why + ')' if s.numbers_why else ''} |"
         )
@@ -286,7 +311,17 @@ def table(summaries: list[CaseSummary]) -> str:
         f"{sum(s.signature_same for s in summaries)}, roles on {sum(s.roles_same for s in summaries)}, "
         f"numbers on {sum(s.numbers_same for s in summaries)}."
     )
+    if label:
+        lines.append(f"Wrong verdicts against the graders' labels: {len(wrong)}" + (": " + "; ".join(wrong) if wrong
+                                                                                   else "."))
     return "\n".join(lines)
+
+
+def _summaries(runs: list[Run]) -> list[CaseSummary]:
+    by_case: dict[tuple[str, str], list[Run]] = {}
+    for r in runs:
+        by_case.setdefault((r.suite, r.case), []).append(r)
+    return [summarize(v) for _, v in sorted(by_case.items())]
 
 
 def main() -> None:
@@ -299,7 +334,13 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per gradcheck run")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "determinism.json")
     ap.add_argument("--merge", action="store_true", help="keep the runs of other cases already in --out")
+    ap.add_argument("--render", type=Path, nargs="+", default=None,
+                    help="run nothing: print the table of these earlier --out files, merged")
     a = ap.parse_args()
+    if a.render:
+        runs = [r for f in a.render for r in MergedFile.model_validate_json(f.read_text(encoding="utf-8")).runs]
+        print(table(_summaries(runs), labels([s.resolve() for s in a.suites])))
+        return
     cases = _cases([s.resolve() for s in a.suites], set(a.cases) if a.cases else None)
     if not cases:
         raise SystemExit("no cases matched")
@@ -318,11 +359,8 @@ def main() -> None:
         ran = {(r.suite, r.case) for r in runs}
         runs = [r for r in old.runs if (r.suite, r.case) not in ran] + runs
         commands = old.commands + commands
-    by_case: dict[tuple[str, str], list[Run]] = {}
-    for r in runs:
-        by_case.setdefault((r.suite, r.case), []).append(r)
-    summaries = [summarize(v) for _, v in sorted(by_case.items())]
-    print(table(summaries))
+    summaries = _summaries(runs)
+    print(table(summaries, labels([s.resolve() for s in a.suites])))
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(
         json.dumps(

@@ -104,7 +104,7 @@ class TapeInspectListener(hooks.Listener):
         if cap is None:
             return True
         ru = cap.record_until
-        return cap.it <= ru and (cap.consumed_any or cap.bwd <= ru + BACKWARD_SCHEME_AFTER)
+        return cap.acct.it <= ru and (cap.acct.consumed_any or cap.acct.bwd <= ru + BACKWARD_SCHEME_AFTER)
 
     def _wanted(self, it: int, bwd: int) -> bool:
         """Whether the tape whose backward runs now can be the one `result()` reports."""
@@ -119,7 +119,7 @@ class TapeInspectListener(hooks.Listener):
 
     def _iteration(self) -> tuple[int, int]:
         cap = self._cap()
-        return (cap.it, cap.bwd) if cap is not None else (0, len(self.descriptions))
+        return (cap.acct.it, cap.acct.bwd) if cap is not None else (0, len(self.descriptions))
 
     # ------------------------------------------------------------------ arrays
     def _array_id(self, arr) -> str:
@@ -476,8 +476,8 @@ class TapeInspectListener(hooks.Listener):
     def result(self) -> dict[str, Any]:
         cap = self._cap()
         if cap is not None:
-            scheme = "consume" if cap.consumed_any else "backward"
-            table = cap.iters if scheme == "consume" else cap.bwd_iters
+            scheme = "consume" if cap.acct.consumed_any else "backward"
+            table = cap.acct.iters if scheme == "consume" else cap.acct.bwd_iters
             seen = sorted(i for i, r in table.items() if r.params or r.backward_calls)
             if cap.target is not None:
                 target = cap.target

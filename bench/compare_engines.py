@@ -1,11 +1,12 @@
 """Compare two warpgrad engines on the same programs: does a refactor change what `gradcheck` says?
 
 Run: `python bench/compare_engines.py --a /work/pp/base --b /work/pp/mine PROGRAM.py [PROGRAM.py ...]
-[--reps-a 1] [--timeout 900] [--rel 0] [--out results.json]`
+[--tool gradcheck|diagnose] [--reps-a 1] [--timeout 900] [--rel 0] [--out results.json]`
 
 Each PROGRAM is a script inside its program folder. For every engine (a PYTHONPATH under which `import warpgrad`
 is that engine) the folder is copied to a fresh temporary directory (nothing is written into the repository) and
-`python -m warpgrad gradcheck SCRIPT --json` runs there, with the engine's PYTHONPATH and a kernel cache per
+`python -m warpgrad TOOL SCRIPT --json` runs there (TOOL: `gradcheck`, the default, or `diagnose`, which also
+runs the tape inspector and the localizer), with the engine's PYTHONPATH and a kernel cache per
 program shared by both engines (so the second engine runs warm, as the first did after its first run).
 
 The JSON of each run is normalized before the comparison: keys that are wall-clock (`*time*`, `*_s`, `elapsed`,
@@ -105,14 +106,15 @@ def diff(a: Any, b: Any, rel: float, where: str = "") -> list[str]:
     return []
 
 
-def run_once(engine: str, pythonpath: str, program: Path, rep: int, cache: Path, timeout: float) -> Run:
+def run_once(engine: str, pythonpath: str, program: Path, rep: int, cache: Path, timeout: float,
+             tool: str = "gradcheck") -> Run:
     stage = Path(tempfile.mkdtemp(prefix="wg-cmp-"))
     try:
         shutil.copytree(program.parent, stage, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", ".warpgrad"))
         env = dict(os.environ, PYTHONPATH=pythonpath, WARP_CACHE_PATH=str(cache))
         env.pop("WARPGRAD_WORKER", None)  # each engine runs its own defaults, never a worker another one started
-        argv = [sys.executable, "-m", "warpgrad", "gradcheck", program.name, "--json"]
+        argv = [sys.executable, "-m", "warpgrad", tool, program.name, "--json"]
         t0 = time.perf_counter()
         try:
             p = subprocess.run(argv, cwd=stage, env=env, capture_output=True, text=True, timeout=timeout, check=False)
@@ -151,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--a", required=True, help="PYTHONPATH of engine A (the baseline)")
     ap.add_argument("--b", required=True, help="PYTHONPATH of engine B (the change)")
     ap.add_argument("programs", nargs="+", type=Path)
+    ap.add_argument("--tool", choices=["gradcheck", "diagnose"], default="gradcheck")
     ap.add_argument("--reps-a", type=int, default=1, help="runs of engine A (2: its own run-to-run noise)")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--rel", type=float, default=0.0, help="relative slack on floats (default: exact)")
@@ -164,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, given in enumerate(args.programs):
         prog = given.resolve()
         cache = cache_root / str(k)
-        runs_a = [run_once("a", args.a, prog, i, cache, args.timeout) for i in range(args.reps_a)]
-        runs_b = [run_once("b", args.b, prog, 0, cache, args.timeout)]
+        runs_a = [run_once("a", args.a, prog, i, cache, args.timeout, args.tool) for i in range(args.reps_a)]
+        runs_b = [run_once("b", args.b, prog, 0, cache, args.timeout, args.tool)]
         same, noise, found = compare(runs_a, runs_b, args.rel)
         row = Row(program=str(prog), exit_codes={"a": [r.exit_code for r in runs_a], "b": [r.exit_code for r in runs_b]},
                   same=same, noise_in_a=noise, differences=found)

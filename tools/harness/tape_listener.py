@@ -2,8 +2,11 @@
 
 Runs next to `CaptureListener` (mode "capture") and uses its iteration numbering, so "the tape at
 iteration T" means the iteration gradcheck measures. For every tape whose backward runs in that
-iteration it writes a plain-JSON description (`describe()`); `warpgrad.tools.tape_hazards` turns the
-description into hazards without Warp.
+iteration it writes a description (`describe()`): a dict of `RecordedTape`'s fields whose launches and untaped
+writes are built as the protocol's typed records (`RecordedLaunch`, `LaunchArray`, `UntapedWriteRecord`), so a
+record that does not match the protocol fails here, at the tape it describes. The envelope and the array records
+stay dicts the localizer reads and extends (`localize.py`: `_tape_id`, `localize`, `arrays[...]["id"]`);
+`warpgrad.tools.tape_hazards` turns the description into hazards without Warp.
 
 What it records beyond `tape.launches`:
 
@@ -34,6 +37,7 @@ from .. import kernel_access
 from . import hooks, warp_compat
 from .capture import CaptureListener, name_of
 from .hooks import safe as _safe
+from .protocol import CallSite, LaunchArray, RecordedLaunch, UntapedWriteRecord
 from .warp_compat import backward_state
 
 if TYPE_CHECKING:
@@ -77,7 +81,7 @@ class TapeInspectListener(hooks.Listener):
         self.arrays: dict[int, dict[str, Any]] = {}
         self.keep: dict[int, Any] = {}  # keeps described arrays alive so ids are not reused
         self.access_cache: dict[str, kernel_access.KernelAccess | str] = {}
-        self.untaped: dict[int, list[dict[str, Any]]] = {}  # id(tape) -> writes outside the record
+        self.untaped: dict[int, list[UntapedWriteRecord]] = {}  # id(tape) -> writes outside the record
         self.open_tapes: dict[int, Any] = {}
         self.descriptions: list[dict[str, Any]] = []
         self.name_lookups = 0
@@ -104,7 +108,7 @@ class TapeInspectListener(hooks.Listener):
         if cap is None:
             return True
         ru = cap.record_until
-        return cap.it <= ru and (cap.consumed_any or cap.bwd <= ru + BACKWARD_SCHEME_AFTER)
+        return cap.acct.it <= ru and (cap.acct.consumed_any or cap.acct.bwd <= ru + BACKWARD_SCHEME_AFTER)
 
     def _wanted(self, it: int, bwd: int) -> bool:
         """Whether the tape whose backward runs now can be the one `result()` reports."""
@@ -119,7 +123,7 @@ class TapeInspectListener(hooks.Listener):
 
     def _iteration(self) -> tuple[int, int]:
         cap = self._cap()
-        return (cap.it, cap.bwd) if cap is not None else (0, len(self.descriptions))
+        return (cap.acct.it, cap.acct.bwd) if cap is not None else (0, len(self.descriptions))
 
     # ------------------------------------------------------------------ arrays
     def _array_id(self, arr) -> str:
@@ -284,10 +288,10 @@ class TapeInspectListener(hooks.Listener):
             return
         why = "record_tape=False" if call.tape is not None else "launched while no tape was recording"
         for tid in wins:
-            self.untaped.setdefault(tid, []).append({
-                "kind": "launch", "kernel": call.kernel.key, "site": dict(call.site), "arrays": written, "why": why,
-                "after_launch": len(warp_compat.tape_records(self.open_tapes[tid])) - 1,
-            })
+            self.untaped.setdefault(tid, []).append(UntapedWriteRecord(
+                kind="launch", kernel=call.kernel.key, site=CallSite(**call.site), arrays=written, why=why,
+                after_launch=len(warp_compat.tape_records(self.open_tapes[tid])) - 1,
+            ))
 
     @_safe
     def before_copy(self, call: hooks.CopyCall) -> None:
@@ -319,11 +323,11 @@ class TapeInspectListener(hooks.Listener):
         why = ("a wp.copy inside the tape that Warp did not record (an array without .grad)" if tape is not None
                else "a wp.copy while no tape was recording")
         for tid in wins:
-            self.untaped.setdefault(tid, []).append({
-                "kind": "copy", "kernel": "wp.copy", "site": pend["site"], "arrays": [self._array_id(call.dest)],
-                "why": why, "after_launch": len(warp_compat.tape_records(self.open_tapes[tid])) - 1,
-                "src_requires_grad": bool(call.src.requires_grad),
-            })
+            self.untaped.setdefault(tid, []).append(UntapedWriteRecord(
+                kind="copy", kernel="wp.copy", site=CallSite(**pend["site"]), arrays=[self._array_id(call.dest)],
+                why=why, after_launch=len(warp_compat.tape_records(self.open_tapes[tid])) - 1,
+                src_requires_grad=bool(call.src.requires_grad),
+            ))
 
     @_safe
     def before_backward(self, tape, loss, grads) -> None:
@@ -353,7 +357,7 @@ class TapeInspectListener(hooks.Listener):
     # ------------------------------------------------------------------ the description
     def describe(self, tape, loss, grads) -> dict[str, Any]:
         it, bwd = self._iteration()
-        launches: list[dict[str, Any]] = []
+        launches: list[RecordedLaunch] = []
         current_fp: dict[str, int | None] = {}
         for j, entry in enumerate(warp_compat.tape_records(tape)[:MAX_LAUNCHES]):
             info = _stamp_of(entry)
@@ -421,7 +425,7 @@ class TapeInspectListener(hooks.Listener):
         return d, arrays
 
     def _with_arrays(self, d: dict[str, Any], arrays: list[dict], info: dict[str, Any],
-                     current_fp: dict[str, int | None]) -> dict[str, Any]:
+                     current_fp: dict[str, int | None]) -> RecordedLaunch:
         """Complete a description: recording iteration, the arrays (changed since the launch read them?), signature."""
         d["recorded_iteration"] = info.get("iteration")
         d["recorded_backward_index"] = info.get("bwd")
@@ -436,9 +440,10 @@ class TapeInspectListener(hooks.Listener):
                 a["changed_since_launch"] = None
         d["arrays"] = arrays
         d["signature"] = self._signature(d)
-        return d
+        return RecordedLaunch(**{k: v for k, v in d.items() if k != "arrays"},
+                              arrays=[LaunchArray(**a) for a in arrays])
 
-    def _seed(self, loss, grads, launches: list[dict[str, Any]]) -> tuple[list[str], str]:
+    def _seed(self, loss, grads, launches: list[RecordedLaunch]) -> tuple[list[str], str]:
         """(ids of the arrays backward is seeded from, how: "loss" | "grads" | "hand-seeded .grad" | "none")."""
         if loss is not None and isinstance(loss, wp.array):
             return [self._array_id(loss)], "loss"
@@ -446,17 +451,17 @@ class TapeInspectListener(hooks.Listener):
             return [self._array_id(a) for a in grads if isinstance(a, wp.array)], "grads"
         loss_ids: list[str] = []
         for d in launches:
-            for a in d["arrays"]:
-                if a["written"]:
-                    obj = self.by_rid.get(a["array"])
-                    if obj is not None and obj.grad is not None and a["array"] not in loss_ids:
+            for a in d.arrays:
+                if a.written:
+                    obj = self.by_rid.get(a.array)
+                    if obj is not None and obj.grad is not None and a.array not in loss_ids:
                         g = hooks.original("numpy")(obj.grad)
                         if np.any(g != 0):
-                            loss_ids.append(a["array"])
+                            loss_ids.append(a.array)
         return loss_ids, "hand-seeded .grad" if loss_ids else "none"
 
-    def _arrays_used(self, launches: list[dict[str, Any]], loss_ids: list[str]) -> dict[str, dict[str, Any]]:
-        used = {a["array"] for d in launches for a in d["arrays"]} | set(loss_ids)
+    def _arrays_used(self, launches: list[RecordedLaunch], loss_ids: list[str]) -> dict[str, dict[str, Any]]:
+        used = {a.array for d in launches for a in d.arrays} | set(loss_ids)
         arrays_out = {rec["id"]: rec for rec in self.arrays.values() if rec["id"] in used}
         for rec_id, rec in arrays_out.items():
             obj = self.by_rid.get(rec_id)
@@ -476,8 +481,8 @@ class TapeInspectListener(hooks.Listener):
     def result(self) -> dict[str, Any]:
         cap = self._cap()
         if cap is not None:
-            scheme = "consume" if cap.consumed_any else "backward"
-            table = cap.iters if scheme == "consume" else cap.bwd_iters
+            scheme = "consume" if cap.acct.consumed_any else "backward"
+            table = cap.acct.iters if scheme == "consume" else cap.acct.bwd_iters
             seen = sorted(i for i, r in table.items() if r.params or r.backward_calls)
             if cap.target is not None:
                 target = cap.target

@@ -100,8 +100,8 @@ class TorchFollow(hooks.Listener):
         self.stepped: list[Any] = []  # Warp parameters the running torch.optim step updates
         hooks.add_listener(self)
         # Capture asks `_seeded_value` what a backward differentiates; the torch loss answers first where it
-        # seeded the tape. Wrapped here, not edited there, so capture.py carries a one-line hook only.
-        capture._seeded_value = self._seeded_value(capture._seeded_value)  # type: ignore[method-assign]
+        # seeded the tape. Wrapped here, not edited there, so capture carries a one-line hook only.
+        capture.obj.seeded_value = self._seeded_value(capture.obj.seeded_value)  # type: ignore[method-assign]
 
     # ------------------------------------------------------------ installation (lazy)
     def _maybe_install(self) -> None:
@@ -183,7 +183,7 @@ class TorchFollow(hooks.Listener):
             if loss is not None or not seeds:
                 return total, seeds  # a Warp loss array is its own objective; no seed, nothing to follow
             # `grads=` seeds, or seeds written into `.grad` by hand (only the running torch backward explains those).
-            return self.objective(dict(grads or {}), self.cap._last_boundary) or (total, seeds)
+            return self.objective(dict(grads or {}), self.cap.obj.last_boundary) or (total, seeds)
 
         return seeded
 
@@ -214,9 +214,9 @@ class TorchFollow(hooks.Listener):
         """The Warp array the torch parameter `p` is: shared storage with any array the tape used, else a copy
         holding its values among the parameters this iteration consumed."""
         cap = self.cap
-        rec = cap.iters.get(cap.it)
+        rec = cap.acct.iters.get(cap.acct.it)
         owners = list(rec.owners.values()) if rec is not None else []
-        for arr in [*owners, *cap.leaf_candidates.values(), *cap.grad_owner.values()]:
+        for arr in [*owners, *cap.reg.leaf_candidates.values(), *cap.reg.grad_owner.values()]:
             if isinstance(arr, wp.array) and _shares_storage(arr, p):
                 return arr
         if rec is None:
@@ -239,12 +239,12 @@ class TorchFollow(hooks.Listener):
                 if owner is None:
                     continue
                 self.stepped.append(owner)
-                rec = cap.iters.get(cap.it)
+                rec = cap.acct.iters.get(cap.acct.it)
                 oid = rec.aliases.get(owner, id(owner)) if rec is not None else id(owner)
                 if rec is None or oid not in rec.params:
                     grad = owner.grad if owner.grad is not None and _same(owner.grad, p.grad) else None
                     if grad is not None:
-                        cap._consume(owner, grad, f"{how} (its .grad, shared with Warp's)")
+                        cap.reg.consume(owner, grad, f"{how} (its .grad, shared with Warp's)")
                     continue
                 self._applied(rec.params[oid], _host(p.grad), how)
 
@@ -263,10 +263,10 @@ class TorchFollow(hooks.Listener):
 
     def _post_step(self, opt: Any, *_: Any) -> None:
         cap = self.cap
-        if self.stepped and cap.phase == "consuming":
+        if self.stepped and cap.acct.phase == "consuming":
             # The torch step is the iteration's update: the next forward starts the next iteration.
-            cap.update_seen = True
-            cap.loose.clear()
+            cap.acct.update_seen = True
+            cap.fork.loose.clear()
             for owner in self.stepped:
-                cap.updated.add(owner)
+                cap.acct.updated.add(owner)
         self.stepped = []

@@ -44,7 +44,7 @@ class TrackerListener(hooks.Listener):
     def _iteration(self) -> int:
         for lst in self.s.listeners:
             if lst.__class__.__name__ == "CaptureListener":
-                return int(getattr(lst, "it", 0))
+                return int(lst.acct.it)
         return self.backward_calls
 
     def _drain(self, call) -> None:

@@ -27,8 +27,9 @@ def fd_report(c: CaptureListener) -> FdReport:
         if c.objective_name and obj is None:
             obj = c.obj.named_objective()
     applied = {}
-    for role, d in c.fork.applied.items():
-        path = c.outdir / f"applied_{abs(hash(role))}.npy"
+    # Numbered, not named by hash(role): a string's hash changes between processes and two roles could share one.
+    for k, (role, d) in enumerate(sorted(c.fork.applied.items())):
+        path = c.outdir / f"applied_{k}.npy"
         np.save(path, d)
         applied[role] = str(path)
     return FdReport(objective=obj, stopped_at=c.stopped_at,

@@ -196,3 +196,21 @@ def test_a_cancelled_harness_run_is_killed_at_once_and_says_so(tmp_path, warm):
     assert time.monotonic() - t < 30  # not the 100 s timeout, nor the script's 120 s
     assert out.process.cancelled and not out.process.timed_out and not out.process.ok
     assert "cancelled" in out.process.describe()
+
+
+@pytest.mark.warp
+@pytest.mark.parametrize(("args", "told"), [((), None), (("--report-taped",), True)])
+def test_diagnose_is_told_the_later_verdict_as_it_will_read_it(tmp_path, args, told):
+    """A pass withheld because the script reports another quantity than the seeded loss is no pass: diagnose,
+    told it early, must not stop the tracker and the per-launch checks on it (`after_first_verdict`)."""
+    import shutil
+
+    from warpgrad.tools.gradcheck import CaptureRider, GradcheckArgs, check_capture
+
+    shutil.copy(Path(__file__).parent / "fixtures" / "shapes" / "coarse_taped_fine_reported.py", tmp_path / "train.py")
+    seen: list[bool | None] = []
+    rider = CaptureRider(listeners=[], first_verdict=lambda gc: seen.append(gc.passed))
+    r = check_capture(GradcheckArgs(script="train.py", args=list(args), record=False), tmp_path,
+                      tmp_path / "train.py", rider)
+    assert seen == [told], (seen, r.signature, r.reason)
+    assert r.passed is told

@@ -123,6 +123,10 @@ class Summary(BaseModel):
     errors: int
     python: str
     cpus: int | None
+    # A shared machine's load moves every ratio: it is reported beside them.
+    load_average_start: list[float] = []
+    load_average_end: list[float] = []
+    command: str = ""
 
 
 def bench_env(cache: Path) -> dict[str, str]:
@@ -282,6 +286,7 @@ def main() -> None:
             ap.error(f"no such cases: {', '.join(sorted(missing))}")
     else:
         cases = sorted((c for c in suite.cases if c.should_trigger), key=lambda c: str(c.id))[:a.limit]
+    load_start = [round(x, 2) for x in os.getloadavg()]
     rows = []
     for c in cases:
         assert c.entry, f"case {c.id} has no entry script"
@@ -291,7 +296,9 @@ def main() -> None:
                           "gradcheck": [v.model_dump() for v in r.gradcheck_verdicts],
                           "diagnose": [v.model_dump() for v in r.diagnose_verdicts],
                           "stable": r.gradcheck_stable and r.diagnose_stable, "errors": len(r.errors)}), flush=True)
-    summary = summarize(rows, a.reps)
+    summary = summarize(rows, a.reps).model_copy(update={
+        "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()],
+        "command": " ".join(["python", "bench/bench_speed.py", *sys.argv[1:]])})
     print(summary.model_dump_json())
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"summary": summary.model_dump(), "rows": [r.model_dump() for r in rows]}, indent=2)

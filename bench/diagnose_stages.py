@@ -1,7 +1,8 @@
 """Where a one-shot `warpgrad diagnose` spends its time, against the script's own run (issue 25).
 
-Run: `python bench/diagnose_stages.py [--script examples/bouncing_chain/train.py] [--reps 3]
-[--out bench/results/diagnose_stages.json]`
+Run: `python bench/diagnose_stages.py [--script examples/bouncing_chain/train.py | --program healthy_optim]
+[--reps 3] [--baseline DIR] [--out bench/results/diagnose_stages.json]` (`--program NAME`: a program of
+`tests/programs.py`, written into a folder of its own, e.g. `healthy_optim`, a correct one).
 
 In a copy of the script's folder with a kernel cache of its own (`WARP_CACHE_PATH`), after one untimed run of
 each (the cache fills, the tracker's instrumented build is made), `--reps` rounds, each timing in turn:
@@ -85,9 +86,11 @@ wrap(gradcheck._Evaluator, "close", "FD evaluator close (all hubs)")
 wrap(gradcheck, "check_capture", "gradcheck (check_capture)")
 wrap(worker.WorkerPool, "prewarm", "worker prewarm")
 wrap(worker.WorkerPool, "close", "worker pool close")
-for name in ("plain_run", "fd_check", "tracker", "rules", "conclude", "tape_for"):
+for name in ("plain_run", "fd_check", "tracker", "rules", "conclude", "tape_for", "tracker_result"):
     wrap(diagnose._Stages, name, f"stage {name}")
 wrap(diagnose, "run_diagnose", "run_diagnose")
+wrap(diagnose._Stages, "stop_launch_checks", "stop the per-launch checks (written)")
+wrap(diagnose._Stages, "after_first_verdict", lambda a, k: f"later iteration's verdict: passed={a[1].passed}")
 try:
     sys.argv = ["warpgrad", *sys.argv[2:]]
     cli_main.main()
@@ -126,12 +129,22 @@ def timeline(events: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--script", default="examples/bouncing_chain/train.py")
+    ap.add_argument("--program", default=None, help="Time this program of tests/programs.py instead of --script "
+                    "(e.g. healthy_optim, a correct program).")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "diagnose_stages.json"))
     ap.add_argument("--baseline", default=None, help="A folder holding another warpgrad (DIR/warpgrad) to time "
                     "in the same rounds.")
     a = ap.parse_args(argv)
-    src = (ROOT / a.script).resolve()
+    programs_dir = None
+    if a.program:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from programs import write_program
+
+        programs_dir = tempfile.mkdtemp(prefix="wg-stages-program-")
+        src = write_program(Path(programs_dir), a.program).resolve()
+    else:
+        src = (ROOT / a.script).resolve()
     times: dict[str, list[float]] = {"script": [], "diagnose": [], "traced": []}
     if a.baseline:
         times["baseline"] = []
@@ -171,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"baseline ({a.baseline}): median {med['baseline']} s, {med['baseline'] / med['script']:.2f}x the script")
     # The trace of the median traced run.
     pick = sorted(range(len(traces)), key=lambda i: times["traced"][i])[len(traces) // 2] if traces else None
+    if programs_dir:
+        shutil.rmtree(programs_dir, ignore_errors=True)
     report = {"command": " ".join(["python", "bench/diagnose_stages.py", *(argv if argv is not None else sys.argv[1:])]),
-              "script": a.script, "reps": a.reps, "times_s": times, "median_s": med,
+              "script": f"tests/programs.py:{a.program}" if a.program else a.script, "reps": a.reps, "times_s": times, "median_s": med,
               "diagnose_over_script": ratio, "load_average_start": load_start, "load_average": os.getloadavg(),
               "trace": traces[pick] if pick is not None else []}
     print(f"median: script {med['script']} s, diagnose {med['diagnose']} s, traced {med['traced']} s; "

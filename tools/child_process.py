@@ -72,6 +72,7 @@ class ProcessResult(BaseModel):
     returncode: int | None = Field(None, description="Exit code; None when killed by a signal.")
     signal: str | None = Field(None, description="Signal name when the process died of one (SIGSEGV, SIGKILL...).")
     timed_out: bool = False
+    cancelled: bool = Field(False, description="Killed because the caller no longer needed it (`run_harness` cancel).")
     wall_s: float = 0.0
     stdout_tail: str = ""
     stderr_tail: str = ""
@@ -82,12 +83,14 @@ class ProcessResult(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and not self.cancelled
 
     def describe(self) -> str:
         """One line naming what happened, for error messages."""
         if self.timed_out:
             return f"timed out after {self.wall_s:.1f} s (killed it and every process it started)"
+        if self.cancelled:
+            return f"was cancelled after {self.wall_s:.1f} s (its result was no longer needed)"
         if self.signal:
             return f"crashed ({self.signal})"
         if self.returncode != 0:
@@ -151,6 +154,7 @@ def run_process(
     tail_bytes: int = TAIL_BYTES,
     sandbox: SandboxPolicy | None = None,
     isolation: Request | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProcessResult:
     """Run `argv`; at the timeout kill it with every process it started. Never raises for child failures.
 
@@ -163,6 +167,7 @@ def run_process(
         tail_bytes: How much of each output stream to keep (the end).
         sandbox: Run under bubblewrap with this policy where bwrap works (None: the launcher only).
         isolation: Override `WARPGRAD_SANDBOX` (auto, bwrap, subreaper) for this run.
+        cancel: Once set, the run is killed like at the timeout (its result says `cancelled`).
     """
     shown = list(argv)
     # The launcher sets the limits and then starts the command: a `preexec_fn` would run Python in the
@@ -202,30 +207,46 @@ def run_process(
         os.close(status_w)
     with os.fdopen(status_r, "rb") as status_pipe:
         return _collect(proc, out, err, start, timeout_s, status_pipe, ProcessResult(
-            argv=shown, memory_limit_mb=memory_mb, isolation=used))
+            argv=shown, memory_limit_mb=memory_mb, isolation=used), cancel)
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float) -> None:
+CANCEL_POLL_S = 0.05  # how soon a cancelled run is killed
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, cancel: threading.Event | None = None) -> None:
     """`proc.wait(timeout_s)` without its polling (sleeps of up to 50 ms): a pidfd wakes us at the exit.
 
     Raises:
-        subprocess.TimeoutExpired: The process still runs at the timeout.
+        subprocess.TimeoutExpired: The process still runs at the timeout, or `cancel` was set.
     """
+    deadline = time.monotonic() + timeout_s
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # before Linux 5.3 / Python 3.9
-        proc.wait(timeout=timeout_s)
-        return
+        while True:
+            try:
+                proc.wait(timeout=max(min(deadline - time.monotonic(), CANCEL_POLL_S) if cancel is not None
+                                      else timeout_s, 0.0))
+                return
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
+                    raise
     try:
-        if not select.select([fd], [], [], timeout_s)[0]:
-            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        while True:
+            left = deadline - time.monotonic()
+            if cancel is not None and cancel.is_set():
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            if select.select([fd], [], [], max(min(left, CANCEL_POLL_S) if cancel is not None else left, 0.0))[0]:
+                break
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
     finally:
         os.close(fd)
     proc.wait()
 
 
 def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeout_s: float, status_pipe,
-             res: ProcessResult) -> ProcessResult:
+             res: ProcessResult, cancel: threading.Event | None = None) -> ProcessResult:
     """Wait for the launcher (killing the tree at the timeout) and fill in `res`."""
     ended = threading.Event()
     readers = [threading.Thread(target=t.feed, args=(s, ended), daemon=True)
@@ -234,7 +255,7 @@ def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeo
         r.start()
     timed_out = False
     try:
-        _wait(proc, timeout_s)
+        _wait(proc, timeout_s, cancel)
     except subprocess.TimeoutExpired:
         timed_out = True
         # SIGTERM makes the launcher kill the whole tree (bwrap dies, and its PID namespace with it).
@@ -265,11 +286,12 @@ def _collect(proc: subprocess.Popen, out: _Tail, err: _Tail, start: float, timeo
     if rc is not None and rc < 0:
         sig = signal_name(-rc)
         rc = None
+    cancelled = timed_out and cancel is not None and cancel.is_set()
     if timed_out:
         sig = None
     secrets = secret_values()
     return res.model_copy(update={
-        "returncode": rc, "signal": sig, "timed_out": timed_out, "wall_s": round(time.monotonic() - start, 3),
+        "returncode": rc, "signal": sig, "timed_out": timed_out and not cancelled, "cancelled": cancelled, "wall_s": round(time.monotonic() - start, 3),
         "stdout_tail": redact(out.text(), secrets), "stderr_tail": redact(err.text(), secrets),
         "stdout_bytes": out.total, "stderr_bytes": err.total,
     })
@@ -329,7 +351,7 @@ class WarmRunner(Protocol):
     """Runs a harness command in a warm worker (`tools/worker.py`); None when it cannot (nothing ran)."""
 
     def __call__(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
-                 sandbox: SandboxPolicy) -> ProcessResult | None: ...
+                 sandbox: SandboxPolicy, cancel: threading.Event | None = None) -> ProcessResult | None: ...
 
 
 _warm_runner: WarmRunner | None = None
@@ -351,6 +373,7 @@ def run_harness(
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     device: str | None = None,
     env_extra: dict[str, str] | None = None,
+    cancel: threading.Event | None = None,
 ) -> HarnessOutcome[R]:
     """Start `python -m warpgrad.tools.harness.main` with `config` in the sandbox and collect its result.
 
@@ -363,6 +386,8 @@ def run_harness(
         config: What the harness runs.
         result_type: The result model of the config's mode (`CaptureResult` for "capture", `FdResult` for
             "fd", `HarnessResult` otherwise).
+        cancel: Once set, the run is killed (its process result says `cancelled`): a caller that learns it no
+            longer needs the result stops paying for it.
     """
     session = None if isinstance(config, BatchConfig) else config
     config_device = session.device if session is not None else None
@@ -390,10 +415,11 @@ def run_harness(
             mem = memory_mb if not _cuda_possible() else None
         argv = [sys.executable, "-m", "warpgrad.tools.harness.main", str(cfg_path)]
         runner = _warm_runner
+        kw: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}  # a runner without it still works
         proc = None if runner is None else runner(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem,
-                                                  sandbox=policy)
+                                                  sandbox=policy, **kw)
         if proc is None:
-            proc = run_process(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem, sandbox=policy)
+            proc = run_process(argv, cwd=cwd, env=env, timeout_s=timeout_s, memory_mb=mem, sandbox=policy, cancel=cancel)
         secrets = secret_values()
         _redact_stderr_files(config, secrets)
         result = _read_result(res_path, secrets, result_type) if res_path.exists() else None

@@ -17,6 +17,7 @@ Every stage is also a tool of its own; diagnose only orders them and weighs thei
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import shutil
 import tempfile
@@ -462,6 +463,10 @@ def _summary(res: DiagnoseResult) -> str:
     return f"no verdict on the gradients: {gc.reason if gc else 'the FD check did not run'}"
 
 
+_CHECKS_NOT_NEEDED = ("not run: the FD check found the gradient correct, and a correct gradient needs no "
+                      "localization")
+
+
 # Rules whose finding is an array written after a launch read it in a way Warp's overwrite tracker can see
 # (a rebinding ping-pong, wp.copy onto a read array, a ptr= alias, a retain_grad array written twice): the
 # tracker can confirm or refute them. Struct fields, `*=` and local vector components are its blind spots.
@@ -486,6 +491,13 @@ class _Stages:
         self.pool: ThreadPoolExecutor | None = None
         self.tracker_future: Future[InstrumentResult] | None = None
         self._tracker_lock = threading.Lock()
+        # Set once the tracker's records cannot weigh in (the gradient matches FD and no rule reports an overwrite
+        # it could confirm): a tracker run still going is killed, one not yet started never starts.
+        self.tracker_cancel = threading.Event()
+        self.rules_done = False
+        # Written when the FD check finds the gradient correct: the tape run starts no further per-launch check
+        # (`LocalizeOptions.stop_file`); a correct program needs no localization.
+        self.tape_stop: Path | None = None
 
     def timed(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
         """`fn` recording its wall time under `name` (it may run on a worker thread)."""
@@ -539,13 +551,14 @@ class _Stages:
         iteration up to the checked one, so `tape_for` finds the one the FD check reports."""
         a = self.args
         tmp = Path(tempfile.mkdtemp(prefix="warpgrad-tape-"))
+        self.tape_stop = tmp / "stop-launch-checks"
         try:
             cfg = CaptureConfig(workspace=str(self.workspace), script=str(self.script), args=list(a.args),
                                 device=a.device, outdir=str(tmp),
                                 capture=CaptureOptions(iteration=a.iteration, params=a.params, objective=a.objective),
                                 listeners=[TAPE_ITERATIONS_LISTENER, LOCALIZE_LISTENER],
                                 tape_inspect=TapeInspectOptions(max_tapes=4),
-                                localize=LocalizeOptions(gradcheck=True, nan=True))
+                                localize=LocalizeOptions(gradcheck=True, nan=True, stop_file=str(self.tape_stop)))
             return run_harness(cfg, CaptureResult, cwd=self.workspace, timeout_s=a.timeout_s, device=a.device)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -558,24 +571,57 @@ class _Stages:
         data = _tape_of_iteration(out.result, want) if out is not None and out.result is not None else None
         if out is None or data is None:
             return self.stage("tape_rerun", lambda: self.tape(want if want is not None else self.args.iteration))
-        return describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
+        tape = describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
+        if self.res.gradients_wrong is not False and any(td.gradcheck_not_run for td in tape.tapes):
+            # The checks were stopped on the later iteration's agreement, and the combined verdict is not
+            # `correct` after all (the first iteration disagrees, or gives no verdict): localization is needed.
+            return self.stage("tape_rerun", lambda: self.tape(want if want is not None else self.args.iteration))
+        return tape
 
     def start_tracker(self) -> None:
-        """Start the tracker stage on the pool, once (the FD check's thread and the main thread both may ask)."""
+        """Start the tracker stage on the pool, once (the FD check's thread and the main thread both may ask);
+        never once it is known to be unneeded."""
         with self._tracker_lock:
-            if self.tracker_future is None and self.pool is not None:
+            if self.tracker_future is None and self.pool is not None and not self.tracker_cancel.is_set():
                 self.tracker_future = self.pool.submit(self.timed("tracker", self.tracker))
 
+    def stop_launch_checks(self, reason: str) -> None:
+        """Tell the tape run to start no further per-launch check (it may be over already: then nothing changes)."""
+        if self.tape_stop is not None:
+            with contextlib.suppress(OSError):  # the run ended and its folder is gone: nothing to stop
+                self.tape_stop.write_text(reason, encoding="utf-8")
+
     def after_first_verdict(self, gc: GradcheckResult) -> None:
-        """The later iteration's verdict, before the first iteration's check: a definite failure there is the
-        combined verdict too, so the tracker will be needed; it starts now, alongside that check."""
+        """The later iteration's verdict, before the first iteration's check. A definite failure there is the
+        combined verdict too, so the tracker will be needed; it starts now, alongside that check. A pass is the
+        combined verdict unless the first iteration disagrees (rare): the per-launch checks and the tracker stop
+        now, freeing the CPU the rest of the check needs, and run again in that rare case (`tape_for`,
+        `tracker_result`)."""
         if gc.passed is False:
             self.start_tracker()
+        elif gc.passed is True:
+            self.stop_launch_checks(_CHECKS_NOT_NEEDED)
+            with self._tracker_lock:
+                if self.rules_done and not self.overwrite_finding():
+                    self.tracker_cancel.set()
+
+    def tracker_result(self) -> InstrumentResult:
+        """The tracker's records, now that the evidence needs them: from its run, or from a run of its own where
+        that one was stopped before the verdict asked for it."""
+        fut = self.tracker_future
+        if fut is not None and not fut.cancelled():
+            res = fut.result()
+            if res.ok or not self.tracker_cancel.is_set():  # not ok with the cancel set: it was killed
+                return res
+        return self.stage("tracker_rerun", lambda: run_tracker(
+            self.workspace, self.script, self.args.args,
+            iterations=(1 if self.args.iteration is None else self.args.iteration) + 1,
+            timeout_s=self.args.timeout_s, device=self.args.device))
 
     def tracker(self) -> InstrumentResult:
         a = self.args
         return run_tracker(self.workspace, self.script, a.args, iterations=(1 if a.iteration is None else a.iteration) + 1,
-                           timeout_s=a.timeout_s, device=a.device)
+                           timeout_s=a.timeout_s, device=a.device, cancel=self.tracker_cancel)
 
     def tape(self, iteration: int | None) -> InspectTapeResult:
         a = self.args
@@ -615,7 +661,9 @@ class _Stages:
 
     def rules(self, run: RunScriptResult) -> None:
         files = sorted({self.workspace / f for f in run.files} | {self.script})
-        self.res.findings = self.stage("rules", lambda: run_rules(files, self.workspace))
+        findings = self.stage("rules", lambda: run_rules(files, self.workspace))
+        with self._tracker_lock:
+            self.res.findings, self.rules_done = findings, True
 
     def bisect_if_ambiguous(self) -> None:
         res, a = self.res, self.args
@@ -695,12 +743,17 @@ def run_diagnose(args: DiagnoseArgs, workspace: Path, progress: Progress | None 
         gc = gc_future.result()  # an error of the check itself (not of the script) propagates
         st.verdict(gc)
         st.record("gradcheck", gc)
-        res.tape = st.tape_for(gc)
-        if st.tracker_future is not None and st.needs_tracker():
+        if res.gradients_wrong is False:
+            st.stop_launch_checks(_CHECKS_NOT_NEEDED)
+        if st.needs_tracker():
             st.say("tracker")
-            res.tracker = st.tracker_future.result()
-        elif st.tracker_future is not None:
-            st.tracker_future.cancel()  # still queued: it never starts; running: the pool waits for it below
+            res.tracker = st.tracker_result()
+        else:
+            # Queued: it never starts; running: its run is killed, so the pool does not wait for it below.
+            st.tracker_cancel.set()
+            if st.tracker_future is not None:
+                st.tracker_future.cancel()
+        res.tape = st.tape_for(gc)
     if res.tracker is None:
         res.timings.pop("tracker", None)  # its time is not part of this diagnosis when its records are not
     else:

@@ -513,7 +513,8 @@ def check_capture(args: GradcheckArgs, workspace: Path, script: Path,
         primary, trunc_rel = _check_iteration(args, res, cap, ev, factor, t0, baseline=True,
                                               on_step=early.start if early is not None else None)
         if rider is not None and rider.first_verdict is not None:
-            rider.first_verdict(primary)
+            # As the caller will see it: a pass withheld for an unreported objective is no pass.
+            rider.first_verdict(_withhold_unreported(primary.model_copy()) if unreported else primary)
         primary.per_iteration = [_iteration_summary(primary)]
         if not others or not primary.ok or primary.nondeterministic:
             if early is not None:

@@ -133,6 +133,10 @@ class LaunchCheck(BaseModel):
                                                        "directional products w·J·v (rows: one per pair, its worst "
                                                        "direction), because the dense Jacobians exceed the memory "
                                                        "budget.")
+    launches: int = Field(1, description="Launches of the tape this check stands for (the same kernel, argument "
+                          "types and shapes, and launch dimension: the same adjoint code).")
+    checked_at_iteration: int | None = Field(None, description="Set where the check was made on an earlier tape "
+                                             "of the run, at that iteration's values.")
     rows: list[GradcheckRow] = []
 
 
@@ -179,6 +183,7 @@ class TapeDescription(BaseModel):
     gradcheck: list[LaunchCheck] = Field(default_factory=list, description="Per-launch gradcheck_tape results.")
     gradcheck_skipped: list[SkippedLaunch] = Field(default_factory=list, description="Launches gradcheck_tape could "
                                                    "not check, with why (it would skip or crash on them silently).")
+    gradcheck_not_run: str | None = Field(None, description="Why per-launch checks were not (all) made on this tape.")
     nan_origin: NanOrigin | None = None
     localize_error: str | None = None
 
@@ -280,11 +285,13 @@ def _launch_checks(td: TapeDescription, gc: LaunchGradchecks, site: _Sites) -> N
         file, line, _ = site(c.index)
         td.gradcheck.append(LaunchCheck(
             index=c.index, kernel=c.kernel, file=file, line=line, status=c.status, reason=c.reason, eps=c.eps,
-            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise, method=c.method,
+            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise, method=c.method, launches=c.launches,
+            checked_at_iteration=c.checked_at_iteration,
             passed={"passed": True, "failed": False, "nan": False}.get(c.status),
             rows=[GradcheckRow(input=r.input, output=r.output, max_abs_error=r.max_abs_error,
                                max_rel_error=r.max_rel_error, ad=r.ad, fd=r.fd, passed=r.passed)
                   for r in c.rows]))
+    td.gradcheck_not_run = gc.not_run
     for sk in gc.skipped:
         file, line, kernel = site(sk.index)
         td.gradcheck_skipped.append(SkippedLaunch(index=sk.index, kernel=sk.kernel or kernel, file=file, line=line,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -80,7 +81,8 @@ class InstrumentResult(BaseModel):
 
 
 def run_tracker(workspace: Path, script: Path | str, args: list[str] | None = None, *, iterations: int | None = None,
-                timeout_s: float = 300.0, device: str | None = None) -> InstrumentResult:
+                timeout_s: float = 300.0, device: str | None = None,
+                cancel: threading.Event | None = None) -> InstrumentResult:
     """Run `script` under the harness with the overwrite tracker on and parse what it reported.
 
     Args:
@@ -90,6 +92,7 @@ def run_tracker(workspace: Path, script: Path | str, args: list[str] | None = No
         iterations: Stop after this many training iterations; None runs the whole script.
         timeout_s: Wall-clock limit of the run.
         device: "cpu" to force the CPU.
+        cancel: Once set, the run is killed (diagnose stops it when the evidence no longer needs its records).
 
     Returns:
         An InstrumentResult; a script that fails gives `ok=False` with a structured `error`, never an exception.
@@ -105,7 +108,7 @@ def run_tracker(workspace: Path, script: Path | str, args: list[str] | None = No
         # Stopping after N iterations needs capture's iteration numbering.
         cfg: RunConfig | CaptureConfig = run if iterations is None else CaptureConfig(
             **run.model_dump(exclude={"mode"}), capture=CaptureOptions(iteration=iterations - 1))
-        out = run_harness(cfg, HarnessResult, cwd=workspace, timeout_s=timeout_s, device=device)
+        out = run_harness(cfg, HarnessResult, cwd=workspace, timeout_s=timeout_s, device=device, cancel=cancel)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return describe_tracker(out.process, out.result, workspace, script, args)

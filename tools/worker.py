@@ -169,15 +169,16 @@ class WorkerPool:
     # -- the runner `run_harness` calls ------------------------------------------------------------
 
     def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
-            sandbox: SandboxPolicy) -> ProcessResult | None:
-        """Run one harness command (`... harness.main CONFIG`) in the worker; None: use a fresh process."""
+            sandbox: SandboxPolicy, cancel: threading.Event | None = None) -> ProcessResult | None:
+        """Run one harness command (`... harness.main CONFIG`) in the worker; None: use a fresh process. Once
+        `cancel` is set the run is killed (closing its connection kills it in the worker)."""
         try:
-            return self._run(argv, cwd, env, timeout_s, memory_mb, sandbox)
+            return self._run(argv, cwd, env, timeout_s, memory_mb, sandbox, cancel)
         except Exception:  # noqa: BLE001 - a failure of the worker machinery must cost a fresh run, not the call
             return None
 
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_mb: int | None,
-             sandbox: SandboxPolicy) -> ProcessResult | None:
+             sandbox: SandboxPolicy, cancel: threading.Event | None = None) -> ProcessResult | None:
         code_cache = warp_cache_dir(env)
         env, sandbox = _own_kernel_cache(env, sandbox)
         key = self._key(env, sandbox)
@@ -187,7 +188,7 @@ class WorkerPool:
             if not self._ready(key, env, sandbox):
                 return None
             try:
-                result = self._request(argv, argv[-1], cwd, env, timeout_s, memory_mb)
+                result = self._request(argv, argv[-1], cwd, env, timeout_s, memory_mb, cancel)
             except _Stale:
                 if not self.is_owner():
                     return None
@@ -334,7 +335,7 @@ class WorkerPool:
         s.close()
 
     def _request(self, argv: list[str], config: str, cwd: Path, env: dict[str, str], timeout_s: float,
-                 memory_mb: int) -> ProcessResult:
+                 memory_mb: int, cancel: threading.Event | None = None) -> ProcessResult:
         start = time.monotonic()
         s, _ = self._connect(timeout_s)
         out_r, out_w = os.pipe()
@@ -361,7 +362,7 @@ class WorkerPool:
                 WorkerStarted.model_validate_json(s.recv(MAX_MESSAGE))
             except (OSError, ValidationError) as e:
                 raise _NotServed(f"the worker did not start the run: {e}") from None
-            done, timed_out = _await_done(s, start + timeout_s)
+            done, timed_out = _await_done(s, start + timeout_s, cancel)
         finally:
             s.close()  # before the run ended: the worker kills it and everything it started
             ended.set()
@@ -369,7 +370,10 @@ class WorkerPool:
                 r.join(timeout=5)
             for f in streams:
                 f.close()
-        return self._result(argv, done, timed_out, start, out, err, memory_mb)
+        res = self._result(argv, done, timed_out, start, out, err, memory_mb)
+        if done is None and cancel is not None and cancel.is_set():
+            res = res.model_copy(update={"timed_out": False, "cancelled": True, "signal": None})
+        return res
 
     def _result(self, argv: list[str], done: WorkerDone | None, timed_out: bool, start: float, out: _Tail,
                 err: _Tail, memory_mb: int) -> ProcessResult:
@@ -403,15 +407,26 @@ class WorkerPool:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
 
-def _await_done(s: socket.socket, deadline: float) -> tuple[WorkerDone | None, bool]:
-    """The run's end, or (None, True) at the deadline; (None, False) when the worker vanished."""
-    s.settimeout(max(deadline - time.monotonic(), 0.001))
-    try:
-        data = s.recv(MAX_MESSAGE)
-    except TimeoutError:
-        return None, True
-    except OSError:
-        return None, False
+CANCEL_POLL_S = 0.05  # how soon a cancelled run is killed
+
+
+def _await_done(s: socket.socket, deadline: float,
+                cancel: threading.Event | None = None) -> tuple[WorkerDone | None, bool]:
+    """The run's end, or (None, True) at the deadline or once `cancel` is set; (None, False) when the worker
+    vanished."""
+    while True:
+        left = deadline - time.monotonic()
+        if cancel is not None and cancel.is_set():
+            return None, True
+        s.settimeout(max(min(left, CANCEL_POLL_S) if cancel is not None else left, 0.001))
+        try:
+            data = s.recv(MAX_MESSAGE)
+            break
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                return None, True
+        except OSError:
+            return None, False
     try:
         return (WorkerDone.model_validate_json(data) if data else None), False
     except ValidationError:

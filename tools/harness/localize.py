@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from .main import Session
 
 _ANSI = re.compile(r"\x1b\[\d+m")
+# Outcomes that hold for every launch of the class (the adjoint code itself); the others depend on the values of
+# the launch checked (NaN inputs, float32 rounding at these magnitudes, an error), so later tapes check again.
+_VALUE_FREE = frozenset({"passed", "failed", "nan", "vacuous"})
 MAX_FULL_SCALARS = 768
 
 
@@ -138,8 +141,13 @@ class LocalizeListener(hooks.Listener):
         self.max_per_var = options.max_per_var
         self.budget_s = options.budget_s
         self.jacobian_budget = options.jacobian_budget_bytes
+        self.stop_file = options.stop_file
         self.pre: dict[int, Any] = {}
         self.notes: list[str] = []
+        # Checks made on an earlier tape of this run, by launch class (`_launch_class`): a later tape's launches of
+        # the same class run the same adjoint code, so the check stands for them too instead of being redone on
+        # every tape (a training loop records the same kernels each iteration).
+        self.done: dict[tuple, tuple[GradcheckRun, int | None]] = {}
 
     def _inspector(self) -> TapeInspectListener | None:
         return next((x for x in self.s.listeners if isinstance(x, TapeInspectListener)), None)
@@ -175,7 +183,7 @@ class LocalizeListener(hooks.Listener):
             if self.nan:
                 found.nan = self._nan_origin(tape, loss, grads, ids)
             if self.gradcheck:
-                found.gradcheck = self._gradcheck(tape)
+                found.gradcheck = self._gradcheck(tape, desc.get("iteration"))
         except Exception as e:  # noqa: BLE001 - localization must never break the user's run
             found.error = f"{type(e).__name__}: {e}"
         desc["localize"] = found.model_dump(by_alias=True)  # the description is plain data (validated by the parent)
@@ -250,24 +258,47 @@ class LocalizeListener(hooks.Listener):
         return res
 
     # ------------------------------------------------------------------ per-launch gradcheck_tape
-    def _gradcheck(self, tape) -> LaunchGradchecks:
+    def _stopped(self) -> str | None:
+        """The parent's reason to start no further check (`LocalizeOptions.stop_file`), once it wrote one."""
+        if not self.stop_file:
+            return None
+        try:
+            with open(self.stop_file, encoding="utf-8") as f:
+                return f.read().strip() or "stopped by the caller"
+        except OSError:
+            return None
+
+    def _gradcheck(self, tape, iteration: int | None = None) -> LaunchGradchecks:
         import warp.autograd
 
         checked: list[GradcheckRun] = []
         skipped: list[GradcheckSkip] = []
-        seen: set[tuple] = set()
+        not_run: str | None = None
+        records = list(warp_compat.tape_records(tape))
+        # One check per launch class on this tape, at its first launch; the count says how many it stands for.
+        first: dict[tuple, int] = {}
+        count: dict[tuple, int] = {}
+        for j, e in enumerate(records):
+            rec = warp_compat.kernel_record(e)
+            if rec is not None:
+                key = _launch_class(rec)
+                first.setdefault(key, j)
+                count[key] = count.get(key, 0) + 1
         t0 = time.monotonic()
-        for j, e in enumerate(warp_compat.tape_records(tape)):
+        for j, e in enumerate(records):
             rec = warp_compat.kernel_record(e)
             if rec is None:
                 skipped.append(GradcheckSkip(index=j, reason="a copy/clone or record_func callable (gradcheck_tape "
                                                              "skips these silently)"))
                 continue
-            kernel, outputs, caller = rec.kernel, rec.outputs, rec.caller
-            key = (kernel.key, caller.get("file"), caller.get("lineno"))
-            if key in seen:
+            key = _launch_class(rec)
+            if first[key] != j:
                 continue
-            seen.add(key)
+            kernel, outputs = rec.kernel, rec.outputs
+            if key in self.done and len(checked) < self.max_launches:
+                run, at = self.done[key]
+                checked.append(run.model_copy(update={"index": j, "launches": count[key], "checked_at_iteration": at}))
+                continue
             enabled, by = backward_state(kernel)
             if not enabled:
                 skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason=f"backward disabled ({by} option "
@@ -288,26 +319,34 @@ class LocalizeListener(hooks.Listener):
                                              f"({', '.join(bookkeeping)}): a relaunch would advance their state "
                                              "(counters, index lists) and is not a pure function of the inputs"))
                 continue
+            not_run = not_run or self._stopped()
+            if not_run:
+                continue  # the parent no longer needs them (its reason is the result's `not_run`)
             if len(checked) >= self.max_launches or time.monotonic() - t0 > self.budget_s:
                 skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason="check budget reached"))
                 continue
-            ins, outs = _entry_arrays(e)
-            per_var = self.max_per_var
-            dense = directional_check.dense_jacobian_bytes(ins, outs)
-            if dense > self.jacobian_budget:
-                # gradcheck_tape would allocate the full Jacobians whatever max_inputs_per_var says.
-                checked.append(self._check_one(j, rec, warp.autograd, per_var, directional=dense))
-                continue
-            if any(wp.types.type_size(a.dtype) > 1 for a in ins + outs):
-                # Measured on 1.19: with vector/matrix dtypes, max_inputs_per_var leaves NaN in the FD Jacobian
-                # and the check FAILs spuriously, so these are checked in full, or by directions when large.
-                biggest = max(a.size * wp.types.type_size(a.dtype) for a in ins + outs)
-                if biggest > MAX_FULL_SCALARS:
-                    checked.append(self._check_one(j, rec, warp.autograd, per_var, directional=dense))
-                    continue
-                per_var = -1
-            checked.append(self._check_one(j, rec, warp.autograd, per_var))
-        return LaunchGradchecks(checked=checked, skipped=skipped)
+            run = self._check_launch(j, rec, e, warp.autograd).model_copy(update={"launches": count[key]})
+            if run.status in _VALUE_FREE:
+                self.done[key] = (run, iteration)
+            checked.append(run)
+        return LaunchGradchecks(checked=checked, skipped=skipped, not_run=not_run)
+
+    def _check_launch(self, j: int, rec: warp_compat.KernelRecord, e, autograd) -> GradcheckRun:
+        """The check of one launch, by dense Jacobians where they fit, else by directional products."""
+        ins, outs = _entry_arrays(e)
+        per_var = self.max_per_var
+        dense = directional_check.dense_jacobian_bytes(ins, outs)
+        if dense > self.jacobian_budget:
+            # gradcheck_tape would allocate the full Jacobians whatever max_inputs_per_var says.
+            return self._check_one(j, rec, autograd, per_var, directional=dense)
+        if any(wp.types.type_size(a.dtype) > 1 for a in ins + outs):
+            # Measured on 1.19: with vector/matrix dtypes, max_inputs_per_var leaves NaN in the FD Jacobian
+            # and the check FAILs spuriously, so these are checked in full, or by directions when large.
+            biggest = max(a.size * wp.types.type_size(a.dtype) for a in ins + outs)
+            if biggest > MAX_FULL_SCALARS:
+                return self._check_one(j, rec, autograd, per_var, directional=dense)
+            per_var = -1
+        return self._check_one(j, rec, autograd, per_var)
 
     def _check_one(self, j: int, launch: warp_compat.KernelRecord, autograd, per_var: int,
                    directional: int | None = None) -> GradcheckRun:
@@ -413,3 +452,16 @@ def _written_bookkeeping(launch: warp_compat.KernelRecord) -> list[str]:
     return [labels[i] if i < len(labels) else str(i) for i in sorted(written)
             if i < len(args) and isinstance(args[i], wp.array)
             and not wp.types.type_is_float(getattr(args[i].dtype, "_wp_scalar_type_", args[i].dtype))]
+
+
+def _launch_class(rec: warp_compat.KernelRecord) -> tuple:
+    """What makes two launches run the same adjoint code on alike data: the kernel, the launch dimension, and each
+    argument's type (arrays: dtype and shape; structs and scalars: their type). Values are not part of it: the
+    check is of the kernel's adjoint, which is the same code at every launch of the class."""
+    def arg(v: Any) -> tuple:
+        if isinstance(v, wp.array):
+            return ("array", str(v.dtype), tuple(v.shape))
+        return ("value", type(v).__name__)
+
+    return (id(rec.kernel), rec.kernel.key, str(rec.dim), tuple(arg(v) for v in rec.inputs),
+            tuple(arg(v) for v in rec.outputs))

@@ -104,6 +104,10 @@ class LocalizeOptions(_Config):
     budget_s: float = 60.0
     jacobian_budget_bytes: int = Field(64 << 20, description="Largest dense Jacobian pair (AD + FD) a per-launch "
                                        "check may allocate; larger launches are checked by directional products.")
+    stop_file: str | None = Field(None, description="A file the parent may write while the run goes on (inside the "
+                                  "run's outdir): once it exists, no further per-launch check starts, and its text "
+                                  "is the reason the result gives (diagnose writes it when the FD check finds the "
+                                  "gradient correct: a correct program needs no localization).")
 
 
 class SessionConfig(_Config):
@@ -631,6 +635,10 @@ class GradcheckRun(BaseModel):
     method: Literal["jacobian", "directional"] = "jacobian"
     dense_jacobian_bytes: int | None = Field(None, description="What gradcheck_tape would have allocated, where the "
                                              "launch was checked by directional products instead.")
+    launches: int = Field(1, description="Launches of this tape the check stands for: every launch of the same kernel "
+                          "with the same argument types, shapes and launch dimension runs the same adjoint code.")
+    checked_at_iteration: int | None = Field(None, description="Set where the check was made on an earlier tape of "
+                                             "the run (that iteration's values) and stands for this tape's launches.")
     rows: list[GradcheckTableRow] = Field(default_factory=list)
 
 
@@ -643,6 +651,8 @@ class GradcheckSkip(BaseModel):
 class LaunchGradchecks(BaseModel):
     checked: list[GradcheckRun] = Field(default_factory=list)
     skipped: list[GradcheckSkip] = Field(default_factory=list)
+    not_run: str | None = Field(None, description="Why (some) launches were not checked: the parent stopped the "
+                                "checks (`LocalizeOptions.stop_file`).")
 
 
 class TapeLocalization(BaseModel):

@@ -192,6 +192,20 @@ class ModelCommand(click.Command):
             raise TypeError(f"{len(found)} tools declare the command {self.name!r} in {self.declared.module}")
         return found[0]
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # The options are built by importing the tool (about half a second). A tool whose runs fork from the warm
+        # worker boots it first, so the worker's own boot (Python, numpy, Warp) overlaps that import, as the
+        # hand-written commands did; the worker lives as long as the command's context.
+        if self.declared.forks:
+            early = _early_workspace(args)
+            if early is not None:
+                from ..tools.worker import worker_pool
+
+                pool = ctx.with_resource(worker_pool())
+                if pool is not None:
+                    pool.prewarm(*early)
+        return super().parse_args(ctx, args)
+
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         if not self.built:
             self.params = self.model_params()
@@ -243,6 +257,29 @@ class ModelCommand(click.Command):
             console.print(f"[red]error:[/] {e}")
             raise SystemExit(2) from None
         raise SystemExit(code)
+
+
+def _early_workspace(args: list[str]) -> tuple[Path, str | None] | None:
+    """(workspace, device) of a command line before its options are known: the first `.py` argument as the
+    script, `--workspace` and `--device` as given; None for `--help` or when no script is named (the worker then
+    boots on the first run, as before)."""
+    own = args[:args.index("--")] if "--" in args else args
+    if "--help" in own:
+        return None
+
+    def value(option: str) -> str | None:
+        for i, a in enumerate(own):
+            if a == option and i + 1 < len(own):
+                return own[i + 1]
+            if a.startswith(option + "="):
+                return a.split("=", 1)[1]
+        return None
+
+    script = next((a for a in own if a.endswith(".py") and not a.startswith("-")), None)
+    if script is None:
+        return None
+    workspace = value("--workspace")
+    return workspace_for(Path(script), Path(workspace) if workspace else None), value("--device")
 
 
 def click_commands() -> list[click.Command]:

@@ -215,3 +215,19 @@ def test_a_tool_declared_once_appears_in_mcp_chat_the_skill_and_the_cli(tmp_path
     (pkg / "tools" / "planted_clash.py").write_text(twice, encoding="utf-8")
     refused = python("-m", "warpgrad", "--help")
     assert refused.returncode == 3 and "both declare the command 'diagnose'" in refused.stderr
+
+
+def test_a_forking_command_finds_its_workspace_and_device_before_it_imports_its_tool(tmp_path, monkeypatch):
+    """The warm worker boots while the tool's module is imported: the workspace and device come from the
+    command line alone (the first `.py` argument, `--workspace`, `--device`); anything unsure boots nothing early."""
+    from warpgrad.cli.core import _early_workspace
+    from warpgrad.tools.registry import declared_commands
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("", encoding="utf-8")
+    assert _early_workspace(["--iteration", "2", "train.py", "--device", "cpu"]) == (tmp_path.resolve(), "cpu")
+    other = tmp_path / "ws"
+    assert _early_workspace(["train.py", f"--workspace={other}"]) == (other.resolve(), None)
+    assert _early_workspace(["train.py", "--help"]) is None
+    assert _early_workspace(["--json", "--", "data.py"]) is None  # after `--`: the script's own arguments
+    assert {d.name for d in declared_commands() if d.forks} >= {"diagnose", "gradcheck", "run"}

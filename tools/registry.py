@@ -228,6 +228,8 @@ class DeclaredCommand:
     help: str
     module: str
     """The tool's module: importing it registers the tool whose `cli.name` is `name`."""
+    forks: bool = False
+    """The decorator's `forks=True`: the command can boot its warm worker before it imports the tool."""
 
 
 def declared_commands() -> list[DeclaredCommand]:
@@ -253,7 +255,9 @@ def declared_commands() -> list[DeclaredCommand]:
             twice = next((d for d in found if d.name == name), None)
             if twice is not None:
                 raise TypeError(f"{module} and {twice.module} both declare the command {name!r}")
-            found.append(DeclaredCommand(name, help_, module))
+            forks = any(k.arg == "forks" and isinstance(k.value, ast.Constant) and k.value.value is True
+                        for k in call.keywords)
+            found.append(DeclaredCommand(name, help_, module, forks))
     return found
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import warp as wp
@@ -218,9 +218,9 @@ class TapeInspectListener(hooks.Listener):
         values = list(inputs) + list(outputs)
         for i, v in enumerate(values):
             label = labels[i] if i < len(labels) else f"arg{i}"
-            io = "input" if i < len(inputs) else "output"
+            io: Literal["input", "output"] = "input" if i < len(inputs) else "output"
             found = list(hooks.iter_arrays(v))
-            kind = "array" if isinstance(v, wp.array) else "struct" if found or warp_compat.is_struct_instance(v) else "value"
+            kind: Literal["array", "struct", "value"] = "array" if isinstance(v, wp.array) else "struct" if found or warp_compat.is_struct_instance(v) else "value"
             args_desc.append(LaunchArg(index=i, name=label, io=io, kind=kind,
                                        value=repr(v)[:80] if kind == "value" else None))
             for path, arr in found:
@@ -434,7 +434,7 @@ class TapeInspectListener(hooks.Listener):
             return {"index": j, "type": "func", "kernel": qual or repr(entry)[:80], "site": info.get("site") or {},
                     "backward_enabled": True, "args": []}, []
         src, dest = cl["src"], cl["dest"]
-        fixed = {"accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
+        fixed: dict[str, Any] = {"accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
                  "tracker_sees_read": True}
         arrays = [
             (LaunchArray(arg="src", arg_index=0, field=None, array=self._array_id(src),

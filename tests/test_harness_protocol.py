@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from warpgrad.tools.child_process import ProcessResult, parse_result
+from warpgrad.tools.diagnose import _tape_of_iteration
 from warpgrad.tools.harness.main import checked_result
 from warpgrad.tools.harness.protocol import (
     HARNESS_CONFIG,
@@ -20,7 +21,15 @@ from warpgrad.tools.harness.protocol import (
     FdConfig,
     FdOptions,
     FdResult,
+    GradcheckRun,
+    GradcheckTableRow,
+    LaunchGradchecks,
+    RecordedArray,
+    RecordedLaunch,
+    RecordedTape,
     RunConfig,
+    TapeInspectReport,
+    TapeLocalization,
 )
 from warpgrad.tools.tape import describe_inspection
 
@@ -61,6 +70,31 @@ def test_a_tape_description_the_parent_cannot_read_fails_the_inspection_not_the_
     res = describe_inspection(ProcessResult(argv=["python"], returncode=0), parse_result(raw, CaptureResult),
                               tmp_path, tmp_path / "s.py", [])
     assert not res.ok and "cannot read" in res.reason and res.error is None
+
+
+def test_the_typed_tape_section_crosses_the_wire_with_its_iterations_and_localization():
+    # As the child writes it: the listener's typed report dumped by field name (`passed`, not the alias `pass`).
+    row = GradcheckTableRow(input="x", output="y", max_abs_error=0.5, max_rel_error=0.5, ad=1.0, fd=1.5, passed="FAIL")
+    loc = TapeLocalization(gradcheck=LaunchGradchecks(checked=[GradcheckRun(index=0, kernel="k", status="failed",
+                                                                            rows=[row])]))
+
+    def tape(it: int) -> RecordedTape:
+        return RecordedTape(iteration=it, launches=[RecordedLaunch(index=0, type="kernel", kernel="k")],
+                            arrays={"a0": RecordedArray(id="a0", name="x")}, localize=loc if it == 0 else None)
+
+    groups = {str(i): TapeInspectReport(scheme="consume", iteration=i, tapes=[tape(i)], tapes_in_iteration=1)
+              for i in (0, 1)}
+    section = TapeInspectReport(scheme="consume", iteration=1, tapes=[tape(1)], tapes_in_iteration=1,
+                                by_iteration=groups)
+    doc = json.loads(json.dumps(checked_result({"status": "completed", "tape_inspect": section.model_dump()},
+                                               "capture")))
+    data = CaptureResult.model_validate(doc)
+    assert data.tape_inspect == section and data.tape_inspect.unreadable is None
+    assert _tape_of_iteration(data, 1) is data and _tape_of_iteration(data, 5) is None
+    first = _tape_of_iteration(data, 0)
+    assert first is not None and first.tape_inspect is not None and first.tape_inspect.iteration == 0
+    gc = first.tape_inspect.tapes[0].localize
+    assert gc is not None and gc.gradcheck is not None and gc.gradcheck.checked[0].rows == [row]
 
 
 def test_warp_log_keeps_typed_records_and_writes_only_warnings_and_errors_as_evidence():

@@ -701,12 +701,11 @@ class _Stages:
 
 def _tape_of_iteration(data: CaptureResult, want: int | None) -> CaptureResult | None:
     """A capture run's report with the tape inspector's result for iteration `want` (None: the iteration the
-    inspector chose); None when the run did not describe that iteration. The tape section stays raw here:
-    `tools/tape.py` validates it where it reads it."""
-    ti = data.tape_inspect or {}
-    if want is None or ti.get("iteration") is None or ti.get("iteration") == want:
+    inspector chose); None when the run did not describe that iteration."""
+    ti = data.tape_inspect
+    if want is None or ti is None or ti.iteration is None or ti.iteration == want:
         return data
-    group = (ti.get("by_iteration") or {}).get(str(want))
+    group = (ti.by_iteration or {}).get(str(want))
     return None if group is None else data.model_copy(update={"tape_inspect": group})
 
 

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from .child_process import ProcessResult, run_harness
 from .harness.protocol import (
@@ -339,13 +339,12 @@ def inspect(workspace: Path, script: Path | str, args: list[str] | None = None, 
     return describe_inspection(out.process, out.result, workspace, script, args, with_launches=with_launches)
 
 
-def _tape_report(raw: dict[str, Any] | None) -> TapeInspectReport | str:
-    """The tape inspector's section, validated here where it is read; why it is unusable otherwise."""
-    try:
-        ti = TapeInspectReport.model_validate(raw or {})
-    except ValidationError as e:
+def _tape_report(ti: TapeInspectReport | None) -> TapeInspectReport | str:
+    """The tape inspector's section; why it is unusable otherwise."""
+    ti = ti if ti is not None else TapeInspectReport()
+    if ti.unreadable is not None:
         return (f"the tape inspector wrote a description this warpgrad cannot read (a bug in warpgrad, not in your "
-                f"script): {e}")
+                f"script): {ti.unreadable}")
     if ti.listener_error:
         return f"the tape inspector failed: {ti.listener_error}"
     return ti

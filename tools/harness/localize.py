@@ -38,6 +38,7 @@ from .protocol import (
     LocalizeReport,
     NanReplay,
     NanStep,
+    RecordedTape,
     TapeLocalization,
 )
 from .tape_listener import TapeInspectListener
@@ -152,12 +153,9 @@ class LocalizeListener(hooks.Listener):
     def _inspector(self) -> TapeInspectListener | None:
         return next((x for x in self.s.listeners if isinstance(x, TapeInspectListener)), None)
 
-    def _desc_for(self, tape) -> dict[str, Any] | None:
+    def _desc_for(self, tape) -> RecordedTape | None:
         ti = self._inspector()
-        if ti is None or not ti.descriptions:
-            return None
-        d = ti.descriptions[-1]
-        return d if d.get("_tape_id") == id(tape) and "localize" not in d else None
+        return ti.description_of(tape) if ti is not None else None
 
     @_safe
     def before_backward(self, tape, loss, grads) -> None:
@@ -177,16 +175,16 @@ class LocalizeListener(hooks.Listener):
             return
         # The checks below run unseen by the inspector, so its array ids are final already.
         ti = self._inspector()
-        ids = {k: v["id"] for k, v in ti.arrays.items()} if ti is not None else {}
+        ids = {k: v.id for k, v in ti.arrays.items()} if ti is not None else {}
         found = TapeLocalization()
         try:
             if self.nan:
                 found.nan = self._nan_origin(tape, loss, grads, ids)
             if self.gradcheck:
-                found.gradcheck = self._gradcheck(tape, desc.get("iteration"))
+                found.gradcheck = self._gradcheck(tape, desc.iteration)
         except Exception as e:  # noqa: BLE001 - localization must never break the user's run
             found.error = f"{type(e).__name__}: {e}"
-        desc["localize"] = found.model_dump(by_alias=True)  # the description is plain data (validated by the parent)
+        desc.localize = found
         self.pre.pop(id(tape), None)
 
     def result(self) -> LocalizeReport:

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 PROTOCOL_VERSION = 1
 
@@ -472,11 +480,16 @@ class HarnessResult(BaseModel):
     tracker: TrackerReport | None = None
     localize: LocalizeReport | None = None
     trend_stop: TrendStop | None = None
-    # Validated where it is read (`warpgrad.tools.tape`, as `TapeInspectReport`): a description the parent
-    # cannot read fails the tape inspection, not the whole run.
-    tape_inspect: dict[str, Any] | None = None
+    tape_inspect: TapeInspectReport | None = None
     batch: list[BatchEntry] | None = None
     fd_serve: ServeReport | None = None
+
+    @field_validator("tape_inspect", mode="before")
+    @classmethod
+    def _tape_inspect(cls, v: Any) -> Any:
+        # A description the parent cannot read fails the tape inspection (`TapeInspectReport.unreadable`), not the
+        # whole run.
+        return None if v is None else TapeInspectReport.read(v)
 
     def listener_failure(self, key: str, section: Section | None) -> str | None:
         """The failure of listener `key`: its `result()` raised, or one of its hooks did."""
@@ -691,3 +704,19 @@ class TapeInspectReport(Section):
     tapes: list[RecordedTape] = Field(default_factory=list)
     tapes_in_iteration: int = 0
     notes: list[str] = Field(default_factory=list)
+    by_iteration: dict[str, TapeInspectReport] | None = Field(None, description="`TapeIterationsListener`: the same "
+                                                               "report for every iteration described, by iteration.")
+    unreadable: str | None = Field(None, description="Set by the parent where the child's section does not match "
+                                   "this model: why (the rest of the report is then empty).")
+
+    @classmethod
+    def read(cls, raw: Any) -> TapeInspectReport:
+        """`raw` as a report; one the protocol cannot read becomes a report saying why, so that a description the
+        parent cannot read fails the tape inspection, not the whole run."""
+        if isinstance(raw, cls):
+            return raw
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            return cls(unreadable=str(e))
+

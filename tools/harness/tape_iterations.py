@@ -9,24 +9,24 @@ would otherwise run the script again to get it. This listener adds the descripti
 
 from __future__ import annotations
 
-from typing import Any
-
 from .capture import CaptureListener
+from .protocol import RecordedTape, TapeInspectReport
 from .tape_listener import TapeInspectListener
 
 
 class TapeIterationsListener(TapeInspectListener):
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TapeInspectReport:
         out = super().result()
         cap = next((x for x in self.s.listeners if isinstance(x, CaptureListener)), None)
         if cap is None:
             return out
-        field = "iteration" if out["scheme"] == "consume" else "backward_index"
-        groups: dict[int, list[dict[str, Any]]] = {}
+        field = "iteration" if out.scheme == "consume" else "backward_index"
+        groups: dict[int, list[RecordedTape]] = {}
         for d in self.descriptions:
-            if d.get(field) is not None:
-                groups.setdefault(d[field], []).append(d)
-        out["by_iteration"] = {str(i): {"scheme": out["scheme"], "iteration": i, "tapes": ds[:self.max_tapes],
-                                        "tapes_in_iteration": len(ds), "notes": out["notes"]}
-                               for i, ds in groups.items()}
+            key = getattr(d, field)
+            if key is not None:
+                groups.setdefault(key, []).append(d)
+        out.by_iteration = {str(i): TapeInspectReport(scheme=out.scheme, iteration=i, tapes=ds[:self.max_tapes],
+                                                      tapes_in_iteration=len(ds), notes=out.notes)
+                            for i, ds in groups.items()}
         return out

@@ -2,11 +2,11 @@
 
 Runs next to `CaptureListener` (mode "capture") and uses its iteration numbering, so "the tape at
 iteration T" means the iteration gradcheck measures. For every tape whose backward runs in that
-iteration it writes a description (`describe()`): a dict of `RecordedTape`'s fields whose launches and untaped
-writes are built as the protocol's typed records (`RecordedLaunch`, `LaunchArray`, `UntapedWriteRecord`), so a
-record that does not match the protocol fails here, at the tape it describes. The envelope and the array records
-stay dicts the localizer reads and extends (`localize.py`: `_tape_id`, `localize`, `arrays[...]["id"]`);
-`warpgrad.tools.tape_hazards` turns the description into hazards without Warp.
+iteration it writes a description (`describe()`): the protocol's `RecordedTape`, built here from its typed records
+(`RecordedLaunch`, `LaunchArray`, `RecordedArray`, `UntapedWriteRecord`), so a record that does not match the
+protocol fails here, at the tape it describes. The localizer finds the description of the tape it checks with
+`description_of(tape)` and fills in its `localize`; `warpgrad.tools.tape_hazards` turns the description into
+hazards without Warp.
 
 What it records beyond `tape.launches`:
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import warp as wp
@@ -37,7 +37,16 @@ from .. import kernel_access
 from . import hooks, warp_compat
 from .capture import CaptureListener, name_of
 from .hooks import safe as _safe
-from .protocol import CallSite, LaunchArray, RecordedLaunch, UntapedWriteRecord
+from .protocol import (
+    CallSite,
+    LaunchArg,
+    LaunchArray,
+    RecordedArray,
+    RecordedLaunch,
+    RecordedTape,
+    TapeInspectReport,
+    UntapedWriteRecord,
+)
 from .warp_compat import backward_state
 
 if TYPE_CHECKING:
@@ -78,12 +87,15 @@ class TapeInspectListener(hooks.Listener):
 
     def __init__(self, session: Session) -> None:
         self.s = session
-        self.arrays: dict[int, dict[str, Any]] = {}
+        self.arrays: dict[int, RecordedArray] = {}
         self.keep: dict[int, Any] = {}  # keeps described arrays alive so ids are not reused
         self.access_cache: dict[str, kernel_access.KernelAccess | str] = {}
         self.untaped: dict[int, list[UntapedWriteRecord]] = {}  # id(tape) -> writes outside the record
         self.open_tapes: dict[int, Any] = {}
-        self.descriptions: list[dict[str, Any]] = []
+        self.descriptions: list[RecordedTape] = []
+        # id() of the tape the last description is of: bookkeeping of this process, kept beside the description
+        # rather than in it (it means nothing to the parent).
+        self.last_tape_id: int | None = None
         self.name_lookups = 0
         self.names: dict[int, str | None] = {}
         self.notes: list[str] = []
@@ -118,7 +130,7 @@ class TapeInspectListener(hooks.Listener):
         t = cap.target
         if not ((it == t or bwd == t) if t is not None else (it <= 1 or bwd <= 1)):
             return False
-        same = sum(1 for d in self.descriptions if d["iteration"] == it)
+        same = sum(1 for d in self.descriptions if d.iteration == it)
         return same < self.max_tapes or bwd <= (t if t is not None else 1)
 
     def _iteration(self) -> tuple[int, int]:
@@ -132,22 +144,22 @@ class TapeInspectListener(hooks.Listener):
             rec = self._describe_array(arr)
             self.arrays[id(arr)] = rec
             self.keep[id(arr)] = arr
-            self.by_rid[rec["id"]] = arr
-        return rec["id"]
+            self.by_rid[rec.id] = arr
+        return rec.id
 
-    def _describe_array(self, arr) -> dict[str, Any]:
+    def _describe_array(self, arr) -> RecordedArray:
         dtype = getattr(arr.dtype, "__name__", str(arr.dtype))
         ptr = int(arr.ptr) if arr.ptr else None
         span = 0
         if arr.shape and all(s > 0 for s in arr.shape):
             # Byte span from the first to one past the last element (strided views included).
             span = sum((s - 1) * abs(st) for s, st in zip(arr.shape, arr.strides)) + wp.types.type_size_in_bytes(arr.dtype)
-        return {
-            "id": f"a{len(self.arrays)}", "name": self._name(arr), "shape": list(arr.shape), "dtype": dtype,
-            "device": str(arr.device), "requires_grad": bool(arr.requires_grad),
-            "retain_grad": bool(getattr(arr, "retain_grad", False)), "ptr": ptr, "nbytes": int(span),
-            "grad_ptr": int(arr.grad.ptr) if arr.grad is not None and arr.grad.ptr else None,
-        }
+        return RecordedArray(
+            id=f"a{len(self.arrays)}", name=self._name(arr), shape=list(arr.shape), dtype=dtype,
+            device=str(arr.device), requires_grad=bool(arr.requires_grad),
+            retain_grad=bool(getattr(arr, "retain_grad", False)), ptr=ptr, nbytes=int(span),
+            grad_ptr=int(arr.grad.ptr) if arr.grad is not None and arr.grad.ptr else None,
+        )
 
     def _name(self, arr) -> str | None:
         if self.name_lookups < MAX_NAME_LOOKUPS:
@@ -196,20 +208,21 @@ class TapeInspectListener(hooks.Listener):
                 self.access_cache[key] = f"{type(e).__name__}: {e}"
         return self.access_cache[key]
 
-    def _launch_arrays(self, kernel, inputs: list, outputs: list, names: bool = True) -> tuple[list[dict], list[dict], str]:
+    def _launch_arrays(self, kernel, inputs: list, outputs: list,
+                       names: bool = True) -> tuple[list[LaunchArg], list[tuple[LaunchArray, Any]], str]:
+        """(the arguments, each array passed with the array object, how the accesses were found)."""
         ka = self._access(kernel)
         labels = warp_compat.kernel_arg_labels(kernel)
-        args_desc, arrays = [], []
+        args_desc: list[LaunchArg] = []
+        arrays: list[tuple[LaunchArray, Any]] = []
         values = list(inputs) + list(outputs)
         for i, v in enumerate(values):
             label = labels[i] if i < len(labels) else f"arg{i}"
-            io = "input" if i < len(inputs) else "output"
+            io: Literal["input", "output"] = "input" if i < len(inputs) else "output"
             found = list(hooks.iter_arrays(v))
-            kind = "array" if isinstance(v, wp.array) else "struct" if found or warp_compat.is_struct_instance(v) else "value"
-            ad: dict[str, Any] = {"index": i, "name": label, "io": io, "kind": kind}
-            if kind == "value":
-                ad["value"] = repr(v)[:80]
-            args_desc.append(ad)
+            kind: Literal["array", "struct", "value"] = "array" if isinstance(v, wp.array) else "struct" if found or warp_compat.is_struct_instance(v) else "value"
+            args_desc.append(LaunchArg(index=i, name=label, io=io, kind=kind,
+                                       value=repr(v)[:80] if kind == "value" else None))
             for path, arr in found:
                 field = path or None
                 if isinstance(ka, kernel_access.KernelAccess):
@@ -223,8 +236,8 @@ class TapeInspectListener(hooks.Listener):
                     summary = {"read": io == "input", "written": io == "output", "accumulate_only": False,
                                "inplace": False, "write_after_read": False, "tracker_sees_read": True,
                                "conservative": True, "read_lines": [], "write_lines": []}
-                arrays.append({"arg": label, "arg_index": i, "field": field, "array": self._array_id(arr),
-                               "user_name": self._name(arr) if names else None, **summary, "_obj": arr})
+                arrays.append((LaunchArray(arg=label, arg_index=i, field=field, array=self._array_id(arr),
+                                           user_name=self._name(arr) if names else None, **summary), arr))
         return args_desc, arrays, ("ast" if isinstance(ka, kernel_access.KernelAccess) else f"fallback ({ka})")
 
     # ------------------------------------------------------------------ hooks
@@ -249,13 +262,13 @@ class TapeInspectListener(hooks.Listener):
                                     "bwd": bwd}
             _, arrays, _ = self._launch_arrays(call.kernel, call.inputs, call.outputs)
             # Names as bound at the launch: rebinding (a, b = b, a) shows as one buffer under two names.
-            info["names"] = {(a["arg"], a["field"]): a["user_name"] for a in arrays}
-            for a in arrays:
-                if a["read"] and not a["written"]:
-                    info["fp"][a["array"]] = self._fingerprint(a["_obj"])
+            info["names"] = {(a.arg, a.field): a.user_name for a, _ in arrays}
+            for a, obj in arrays:
+                if a.read and not a.written:
+                    info["fp"][a.array] = self._fingerprint(obj)
             # An array the launch itself rewrites is compared from after the launch: its own write is the
             # in-kernel hazard, reported from the source, not a later mutation.
-            info["after"] = [a["_obj"] for a in arrays if a["read"] and a["written"]]
+            info["after"] = [obj for a, obj in arrays if a.read and a.written]
             self._pending = info
         elif not call.in_optimizer:
             self._note_untaped_launch(call)
@@ -283,7 +296,7 @@ class TapeInspectListener(hooks.Listener):
         if not wins:
             return
         _, arrays, _ = self._launch_arrays(call.kernel, call.inputs, call.outputs)
-        written = [a["array"] for a in arrays if a["written"]]
+        written = [a.array for a, _ in arrays if a.written]
         if not written:
             return
         why = "record_tape=False" if call.tape is not None else "launched while no tape was recording"
@@ -335,6 +348,7 @@ class TapeInspectListener(hooks.Listener):
             return
         try:
             self.descriptions.append(self.describe(tape, loss, grads))
+            self.last_tape_id = id(tape)
         except Exception as e:  # noqa: BLE001 - describing must never break the user's run
             self.notes.append(f"could not describe a tape: {type(e).__name__}: {e}")
 
@@ -354,8 +368,15 @@ class TapeInspectListener(hooks.Listener):
             if info:
                 info["fp"] = {}  # the next backward of a reused tape compares against nothing stale
 
+    def description_of(self, tape) -> RecordedTape | None:
+        """The last description, where it is of `tape` and not yet localized (the localizer's entry point)."""
+        if not self.descriptions or self.last_tape_id != id(tape):
+            return None
+        d = self.descriptions[-1]
+        return d if d.localize is None else None
+
     # ------------------------------------------------------------------ the description
-    def describe(self, tape, loss, grads) -> dict[str, Any]:
+    def describe(self, tape, loss, grads) -> RecordedTape:
         it, bwd = self._iteration()
         launches: list[RecordedLaunch] = []
         current_fp: dict[str, int | None] = {}
@@ -366,15 +387,16 @@ class TapeInspectListener(hooks.Listener):
                 launches.append(self._with_arrays(*described, info, current_fp))
         loss_ids, seed = self._seed(loss, grads, launches)
         n_records = len(warp_compat.tape_records(tape))
-        return {
-            "iteration": it, "backward_index": bwd, "n_launches": n_records,
-            "truncated": n_records > MAX_LAUNCHES, "loss": loss_ids, "seed": seed,
-            "launches": launches, "arrays": self._arrays_used(launches, loss_ids),
-            "untaped_writes": list(self.untaped.get(id(tape), []))[:200],
-            "warp_version": wp.__version__, "_tape_id": id(tape),
-        }
+        return RecordedTape(
+            iteration=it, backward_index=bwd, n_launches=n_records,
+            truncated=n_records > MAX_LAUNCHES, loss=loss_ids, seed=seed,
+            launches=launches, arrays=self._arrays_used(launches, loss_ids),
+            untaped_writes=list(self.untaped.get(id(tape), []))[:200],
+            warp_version=wp.__version__,
+        )
 
-    def _describe_entry(self, j: int, entry: Any, info: dict[str, Any]) -> tuple[dict[str, Any], list[dict]] | None:
+    def _describe_entry(self, j: int, entry: Any,
+                        info: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[LaunchArray, Any]]] | None:
         """(description, array arguments) of one tape entry; None for an entry of no known kind."""
         rec = warp_compat.kernel_record(entry)
         if rec is not None:
@@ -383,14 +405,15 @@ class TapeInspectListener(hooks.Listener):
             return self._describe_callable(j, entry, info)
         return None
 
-    def _describe_kernel(self, j: int, rec: warp_compat.KernelRecord, info: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+    def _describe_kernel(self, j: int, rec: warp_compat.KernelRecord,
+                         info: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[LaunchArray, Any]]]:
         kernel, dim, outputs, caller = rec.kernel, rec.dim, rec.outputs, rec.caller
         enabled, disabled_by = backward_state(kernel)
         names = info.get("names")
         args_desc, arrays, source = self._launch_arrays(kernel, rec.inputs, outputs, names=names is None)
         if names:
-            for a in arrays:
-                a["user_name"] = names.get((a["arg"], a["field"])) or self.names.get(id(a["_obj"]))
+            for a, obj in arrays:
+                a.user_name = names.get((a.arg, a.field)) or self.names.get(id(obj))
         ks = warp_compat.kernel_source(kernel)
         d = {
             "index": j, "type": "kernel", "kernel": kernel.key, "module": getattr(kernel.module, "name", None),
@@ -402,7 +425,8 @@ class TapeInspectListener(hooks.Listener):
         }
         return d, arrays
 
-    def _describe_callable(self, j: int, entry: Any, info: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+    def _describe_callable(self, j: int, entry: Any,
+                           info: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[LaunchArray, Any]]]:
         """A `wp.copy` (a closure over src and dest) or another `record_func` callable."""
         qual = getattr(entry, "__qualname__", "")
         cl = warp_compat.record_closure(entry)
@@ -410,38 +434,34 @@ class TapeInspectListener(hooks.Listener):
             return {"index": j, "type": "func", "kernel": qual or repr(entry)[:80], "site": info.get("site") or {},
                     "backward_enabled": True, "args": []}, []
         src, dest = cl["src"], cl["dest"]
-        fixed = {"accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
+        fixed: dict[str, Any] = {"accumulate_only": False, "inplace": False, "write_after_read": False, "conservative": False,
                  "tracker_sees_read": True}
         arrays = [
-            {"arg": "src", "arg_index": 0, "field": None, "array": self._array_id(src),
-             "user_name": info.get("src_name") or self._name(src), "read": True, "written": False, **fixed, "_obj": src},
-            {"arg": "dest", "arg_index": 1, "field": None, "array": self._array_id(dest),
-             "user_name": info.get("dest_name") or self._name(dest), "read": False, "written": True, **fixed,
-             "_obj": dest},
+            (LaunchArray(arg="src", arg_index=0, field=None, array=self._array_id(src),
+                         user_name=info.get("src_name") or self._name(src), read=True, written=False, **fixed), src),
+            (LaunchArray(arg="dest", arg_index=1, field=None, array=self._array_id(dest),
+                         user_name=info.get("dest_name") or self._name(dest), read=False, written=True, **fixed),
+             dest),
         ]
         d: dict[str, Any] = {"index": j, "type": "copy", "kernel": "wp.copy", "site": info.get("site") or {},
              "count": cl.get("count"), "src_offset": cl.get("src_offset"), "dest_offset": cl.get("dest_offset"),
              "backward_enabled": True, "args": []}
         return d, arrays
 
-    def _with_arrays(self, d: dict[str, Any], arrays: list[dict], info: dict[str, Any],
+    def _with_arrays(self, d: dict[str, Any], arrays: list[tuple[LaunchArray, Any]], info: dict[str, Any],
                      current_fp: dict[str, int | None]) -> RecordedLaunch:
         """Complete a description: recording iteration, the arrays (changed since the launch read them?), signature."""
-        d["recorded_iteration"] = info.get("iteration")
-        d["recorded_backward_index"] = info.get("bwd")
         fps = info.get("fp") or {}
-        for a in arrays:
-            obj = a.pop("_obj")
-            if a["read"] and a["array"] in fps and fps[a["array"]] is not None:
-                if a["array"] not in current_fp:
-                    current_fp[a["array"]] = self._fingerprint(obj)
-                a["changed_since_launch"] = current_fp[a["array"]] != fps[a["array"]]
+        for a, obj in arrays:
+            if a.read and a.array in fps and fps[a.array] is not None:
+                if a.array not in current_fp:
+                    current_fp[a.array] = self._fingerprint(obj)
+                a.changed_since_launch = current_fp[a.array] != fps[a.array]
             else:
-                a["changed_since_launch"] = None
-        d["arrays"] = arrays
-        d["signature"] = self._signature(d)
-        return RecordedLaunch(**{k: v for k, v in d.items() if k != "arrays"},
-                              arrays=[LaunchArray(**a) for a in arrays])
+                a.changed_since_launch = None
+        launch_arrays = [a for a, _ in arrays]
+        return RecordedLaunch(**d, recorded_iteration=info.get("iteration"), recorded_backward_index=info.get("bwd"),
+                              arrays=launch_arrays, signature=self._signature(d, launch_arrays))
 
     def _seed(self, loss, grads, launches: list[RecordedLaunch]) -> tuple[list[str], str]:
         """(ids of the arrays backward is seeded from, how: "loss" | "grads" | "hand-seeded .grad" | "none")."""
@@ -460,25 +480,26 @@ class TapeInspectListener(hooks.Listener):
                             loss_ids.append(a.array)
         return loss_ids, "hand-seeded .grad" if loss_ids else "none"
 
-    def _arrays_used(self, launches: list[RecordedLaunch], loss_ids: list[str]) -> dict[str, dict[str, Any]]:
+    def _arrays_used(self, launches: list[RecordedLaunch], loss_ids: list[str]) -> dict[str, RecordedArray]:
         used = {a.array for d in launches for a in d.arrays} | set(loss_ids)
-        arrays_out = {rec["id"]: rec for rec in self.arrays.values() if rec["id"] in used}
+        arrays_out = {rec.id: rec for rec in self.arrays.values() if rec.id in used}
         for rec_id, rec in arrays_out.items():
             obj = self.by_rid.get(rec_id)
             if obj is not None:  # flags may have changed since first sight
-                rec["requires_grad"] = bool(obj.requires_grad)
-                rec["retain_grad"] = bool(getattr(obj, "retain_grad", False))
+                rec.requires_grad = bool(obj.requires_grad)
+                rec.retain_grad = bool(getattr(obj, "retain_grad", False))
         return arrays_out
 
     @staticmethod
-    def _signature(d: dict[str, Any]) -> str:
+    def _signature(d: dict[str, Any], arrays: list[LaunchArray]) -> str:
+        # From the entry's own fields, before defaults fill them: a copy's dim stays "None" in the signature.
         parts = [d["type"], str(d.get("kernel")), str(d.get("dim"))]
-        parts += [f"{a['arg']}.{a['field']}={a['array']}" for a in d["arrays"]]
-        parts += [f"{a['name']}={a.get('value')}" for a in d.get("args", []) if a["kind"] == "value"]
+        parts += [f"{a.arg}.{a.field}={a.array}" for a in arrays]
+        parts += [f"{a.name}={a.value}" for a in d.get("args", []) if a.kind == "value"]
         return "|".join(parts)
 
     # ------------------------------------------------------------------ result
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TapeInspectReport:
         cap = self._cap()
         if cap is not None:
             scheme = "consume" if cap.acct.consumed_any else "backward"
@@ -490,7 +511,7 @@ class TapeInspectListener(hooks.Listener):
                 complete = [i for i in seen if table[i].params]
                 target = 1 if 1 in complete else (complete[0] if complete else 0)
             field = "iteration" if scheme == "consume" else "backward_index"
-            tapes = [d for d in self.descriptions if d[field] == target]
+            tapes = [d for d in self.descriptions if getattr(d, field) == target]
             if not tapes and self.descriptions and cap.target is None:
                 # No complete iteration: describe the first tape seen rather than nothing.
                 tapes = self.descriptions[:1]
@@ -498,5 +519,5 @@ class TapeInspectListener(hooks.Listener):
             scheme, target, tapes = "backward", None, self.descriptions[:1]
         notes = self.notes + ([f"the tape inspector stopped after an internal error ({self.broken})"]
                               if self.broken else [])
-        return {"scheme": scheme, "iteration": target, "tapes": tapes[:self.max_tapes],
-                "tapes_in_iteration": len(tapes), "notes": notes}
+        return TapeInspectReport(scheme=scheme, iteration=target, tapes=tapes[:self.max_tapes],
+                                 tapes_in_iteration=len(tapes), notes=notes)

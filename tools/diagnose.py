@@ -312,7 +312,8 @@ def _launch_failures(rk: _Ranker, findings: list[Finding], failed: list[LaunchCh
         by_kernel.setdefault(lc.kernel, []).append(lc)
     for kernel, checks in by_kernel.items():
         first = checks[0]
-        sites = list(dict.fromkeys(f"{lc.file}:{lc.line}" for lc in checks if lc.file))
+        # A check stands for every launch of its class: the sites it was not made at are named too.
+        sites = list(dict.fromkeys(s for lc in checks for s in ([f"{lc.file}:{lc.line}"] if lc.file else []) + lc.also_at))
         err = max(_launch_error(lc) for lc in checks)
         detail = (f"per-launch gradcheck_tape failed for {kernel}" +
                   (f" (launched at {', '.join(sites[:3])}{' and more' if len(sites) > 3 else ''})" if sites else "") +

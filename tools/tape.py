@@ -135,6 +135,8 @@ class LaunchCheck(BaseModel):
                                                        "budget.")
     launches: int = Field(1, description="Launches of the tape this check stands for (the same kernel, argument "
                           "types and shapes, and launch dimension: the same adjoint code).")
+    also_at: list[str] = Field(default_factory=list, description="file:line of the other launch sites this check "
+                               "stands for (the same kernel on alike data, not checked again).")
     checked_at_iteration: int | None = Field(None, description="Set where the check was made on an earlier tape "
                                              "of the run, at that iteration's values.")
     rows: list[GradcheckRow] = []
@@ -283,9 +285,11 @@ def _localization(td: TapeDescription, desc: RecordedTape, names: dict[str, str]
 def _launch_checks(td: TapeDescription, gc: LaunchGradchecks, site: _Sites) -> None:
     for c in gc.checked:
         file, line, _ = site(c.index)
+        own = f"{file}:{line}"
+        also = list(dict.fromkeys(f"{f}:{ln}" for f, ln, _ in map(site, c.others) if f and f"{f}:{ln}" != own))
         td.gradcheck.append(LaunchCheck(
             index=c.index, kernel=c.kernel, file=file, line=line, status=c.status, reason=c.reason, eps=c.eps,
-            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise, method=c.method, launches=c.launches,
+            atol=c.atol, rtol=c.rtol, fd_noise=c.fd_noise, method=c.method, launches=c.launches, also_at=also,
             checked_at_iteration=c.checked_at_iteration,
             passed={"passed": True, "failed": False, "nan": False}.get(c.status),
             rows=[GradcheckRow(input=r.input, output=r.output, max_abs_error=r.max_abs_error,

@@ -650,6 +650,8 @@ class GradcheckRun(BaseModel):
                                              "launch was checked by directional products instead.")
     launches: int = Field(1, description="Launches of this tape the check stands for: every launch of the same kernel "
                           "with the same argument types, shapes and launch dimension runs the same adjoint code.")
+    others: list[int] = Field(default_factory=list, description="Tape indices of the other launches of its class "
+                              "this check stands for (their sites are named with the failure).")
     checked_at_iteration: int | None = Field(None, description="Set where the check was made on an earlier tape of "
                                              "the run (that iteration's values) and stands for this tape's launches.")
     rows: list[GradcheckTableRow] = Field(default_factory=list)

@@ -133,7 +133,7 @@ def _cases(suites: list[Path], only: set[str] | None) -> list[tuple[Path, CaseMe
     return found
 
 
-def _first_json(text: str) -> dict | None:
+def first_json(text: str) -> dict | None:
     """The first JSON document on stdout (anything printed after it is ignored)."""
     start = text.find("{")
     if start < 0:
@@ -186,7 +186,7 @@ def run_once(suite: Path, meta: CaseMetaLite, mode: str, rep: int, cache_root: P
                 error=f"timed out after {timeout:.0f} s",
             )
         wall = time.perf_counter() - t0
-        doc = _first_json(p.stdout)
+        doc = first_json(p.stdout)
         if doc is None:
             return Run(
                 case=meta.id,

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_determinism import first_json  # run as `python bench/...`: bench/ is on sys.path
 from pydantic import BaseModel, Field
 
 # Keys whose values are wall-clock or machine load, never part of what the check found.
@@ -59,17 +60,6 @@ class Row(BaseModel):
     same: bool
     noise_in_a: bool = Field(description="Engine A differs from itself between its runs.")
     differences: list[str]
-
-
-def _first_json(text: str) -> Any:
-    start = text.find("{")
-    if start < 0:
-        return None
-    try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError:
-        return None
-    return doc
 
 
 def normalize(doc: Any, paths: dict[str, str]) -> Any:
@@ -126,7 +116,7 @@ def run_once(engine: str, pythonpath: str, program: Path, rep: int, cache: Path,
             return Run(engine=engine, program=str(program), rep=rep, exit_code=None,
                        wall_s=time.perf_counter() - t0, error=f"timed out after {timeout:.0f} s")
         wall = time.perf_counter() - t0
-        doc = _first_json(p.stdout)
+        doc = first_json(p.stdout)
         paths = {str(stage): "<STAGE>", str(stage.resolve()): "<STAGE>", pythonpath: "<ENGINE>",
                  str(Path(pythonpath).resolve()): "<ENGINE>", str(cache): "<CACHE>"}
         warpgrad = Path(pythonpath) / "warpgrad"

@@ -140,8 +140,9 @@ def run_command(spec: ToolSpec, ws: Path, raw: dict[str, Any], as_json: bool, de
     cli = spec.cli
     if cli is None:
         raise TypeError(f"tool {spec.name} declares no command")
-    # The runs fork from one warm worker instead of booting Python and Warp each; it boots while the tool is
-    # imported and validated.
+    # The runs fork from one warm worker instead of booting Python and Warp each. `ModelCommand.parse_args` boots
+    # it before the tool's import where the command line names the script; otherwise it boots here.
+    files = files or {}
     with warm_worker(ws, raw.get("device")) if spec.forks else contextlib.nullcontext():
         args = spec.args.model_validate(raw)
         if as_json or cli.status is None:
@@ -152,8 +153,9 @@ def run_command(spec: ToolSpec, ws: Path, raw: dict[str, Any], as_json: bool, de
                     progress.reporting(status.update if console.is_terminal else None):
                 result = spec.call(args, ws)
     for o in cli.outputs:
-        if (files or {}).get(o.option) is not None:
-            _call(o.writer)(result, (files or {})[o.option])
+        path = files.get(o.option)
+        if path is not None:
+            _call(o.writer)(result, path)
     if as_json:
         print(compact_json(result) if cli.budgeted_json and detail != "full" else result.model_dump_json(indent=2))
     elif cli.render is None:

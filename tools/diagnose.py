@@ -568,15 +568,19 @@ class _Stages:
         """The tape of the iteration the FD check reports, as the tape run saw it (it describes the first and
         the checked iteration); a run of its own only when that run did not see it."""
         want = gc.iteration if gc.ok else None
+
+        def rerun() -> InspectTapeResult:
+            return self.stage("tape_rerun", lambda: self.tape(want if want is not None else self.args.iteration))
+
         out = self.tape_future.result() if self.tape_future is not None else None
         data = _tape_of_iteration(out.result, want) if out is not None and out.result is not None else None
         if out is None or data is None:
-            return self.stage("tape_rerun", lambda: self.tape(want if want is not None else self.args.iteration))
+            return rerun()
         tape = describe_inspection(out.process, data, self.workspace, self.script, self.args.args)
         if self.res.gradients_wrong is not False and any(td.gradcheck_not_run for td in tape.tapes):
             # The checks were stopped on the later iteration's agreement, and the combined verdict is not
             # `correct` after all (the first iteration disagrees, or gives no verdict): localization is needed.
-            return self.stage("tape_rerun", lambda: self.tape(want if want is not None else self.args.iteration))
+            return rerun()
         return tape
 
     def start_tracker(self) -> None:
@@ -584,7 +588,7 @@ class _Stages:
         never once it is known to be unneeded."""
         with self._tracker_lock:
             if self.tracker_future is None and self.pool is not None and not self.tracker_cancel.is_set():
-                self.tracker_future = self.pool.submit(self.timed("tracker", self.tracker))
+                self.tracker_future = self.pool.submit(self.timed("tracker", lambda: self.tracker(self.tracker_cancel)))
 
     def stop_launch_checks(self, reason: str) -> None:
         """Tell the tape run to start no further per-launch check (it may be over already: then nothing changes)."""
@@ -614,15 +618,13 @@ class _Stages:
             res = fut.result()
             if res.ok or not self.tracker_cancel.is_set():  # not ok with the cancel set: it was killed
                 return res
-        return self.stage("tracker_rerun", lambda: run_tracker(
-            self.workspace, self.script, self.args.args,
-            iterations=(1 if self.args.iteration is None else self.args.iteration) + 1,
-            timeout_s=self.args.timeout_s, device=self.args.device))
+        return self.stage("tracker_rerun", lambda: self.tracker(cancel=None))
 
-    def tracker(self) -> InstrumentResult:
+    def tracker(self, cancel: threading.Event | None = None) -> InstrumentResult:
+        """The tracker run; `cancel` kills it (the stage's own event; None for the rerun, which must finish)."""
         a = self.args
         return run_tracker(self.workspace, self.script, a.args, iterations=(1 if a.iteration is None else a.iteration) + 1,
-                           timeout_s=a.timeout_s, device=a.device, cancel=self.tracker_cancel)
+                           timeout_s=a.timeout_s, device=a.device, cancel=cancel)
 
     def tape(self, iteration: int | None) -> InspectTapeResult:
         a = self.args

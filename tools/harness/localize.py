@@ -279,8 +279,6 @@ class LocalizeListener(hooks.Listener):
             rec = warp_compat.kernel_record(e)
             if rec is not None:
                 members.setdefault(_launch_class(rec), []).append(j)
-        first = {key: idx[0] for key, idx in members.items()}
-        count = {key: len(idx) for key, idx in members.items()}
         t0 = time.monotonic()
         for j, e in enumerate(records):
             rec = warp_compat.kernel_record(e)
@@ -289,13 +287,13 @@ class LocalizeListener(hooks.Listener):
                                                              "skips these silently)"))
                 continue
             key = _launch_class(rec)
-            if first[key] != j:
+            if members[key][0] != j:
                 continue
             kernel, outputs = rec.kernel, rec.outputs
             if key in self.done and len(checked) < self.max_launches:
                 run, at = self.done[key]
-                checked.append(run.model_copy(update={"index": j, "launches": count[key], "others": members[key][1:],
-                                                      "checked_at_iteration": at}))
+                checked.append(run.model_copy(update={"index": j, "launches": len(members[key]),
+                                                      "others": members[key][1:], "checked_at_iteration": at}))
                 continue
             enabled, by = backward_state(kernel)
             if not enabled:
@@ -323,7 +321,7 @@ class LocalizeListener(hooks.Listener):
             if len(checked) >= self.max_launches or time.monotonic() - t0 > self.budget_s:
                 skipped.append(GradcheckSkip(index=j, kernel=kernel.key, reason="check budget reached"))
                 continue
-            run = self._check_launch(j, rec, e, warp.autograd).model_copy(update={"launches": count[key],
+            run = self._check_launch(j, rec, e, warp.autograd).model_copy(update={"launches": len(members[key]),
                                                                                   "others": members[key][1:]})
             if run.status in _VALUE_FREE:
                 self.done[key] = (run, iteration)

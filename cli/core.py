@@ -201,6 +201,9 @@ class ModelCommand(click.Command):
         if self.declared.forks:
             early = _early_workspace(args)
             if early is not None:
+                from .warm.client import start_at_exit
+
+                start_at_exit()  # this command ran in its own process: the next ones need not (cli/warm)
                 from ..tools.worker import worker_pool
 
                 pool = ctx.with_resource(worker_pool())

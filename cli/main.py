@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "warpgrad.cli.workspace",
     "warpgrad.cli.agent",
     "warpgrad.cli.skill",
+    "warpgrad.cli.warm.commands",
 ]
 
 
@@ -72,6 +73,12 @@ def _mcp_only() -> typer.Typer | None:
 
 
 def main() -> None:
+    # A forking command runs in the warm server when one is up (cli/warm): it exits with the command's status.
+    from .warm.client import forward
+
+    code = forward(sys.argv[1:])
+    if code is not None:
+        raise SystemExit(code)
     fast = _mcp_only()
     if fast is not None:
         fast(prog_name="warpgrad")

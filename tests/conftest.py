@@ -15,3 +15,7 @@ os.environ.setdefault("WARPGRAD_SHARED_KERNEL_CACHE", str(Path(tempfile.gettempd
 
 # The ledger signing key lives outside every workspace; tests use their own, never the user's real one.
 os.environ.setdefault("WARPGRAD_KEY_DIR", tempfile.mkdtemp(prefix="warpgrad-test-key-"))
+
+# The CLI's warm server (cli/warm) stays off in the suite: a test's command must not leave a process behind nor run
+# in a server another test started. tests/test_warm_server.py turns it on, with a state folder of its own.
+os.environ.setdefault("WARPGRAD_SERVER", "0")

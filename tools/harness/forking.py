@@ -26,6 +26,12 @@ _POLL_S = 0.002
 
 # OpenBLAS reads the first of these that is set; MKL and OpenMP runtimes read the last two.
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# How long an idle OpenBLAS thread spins before it sleeps: 2**N cycles, N in 4..30, default 28 (about 0.1 s),
+# read once when numpy loads OpenBLAS. Every forked run starts its BLAS threads afresh (`start_pool`), and each
+# new thread spins that long whether or not the run ever calls BLAS: with thirty FD evaluations that was a
+# sixth of a gradcheck's CPU (perf: `blas_thread_server`). The shortest wait changes no result, only how soon
+# an idle thread sleeps; the user's own value is restored in the environment the script sees.
+TIMEOUT_VARS = ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")
 _SET_THREADS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
                 "openblas_set_num_threads")
 _GET_THREADS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
@@ -46,8 +52,10 @@ def limit_threads() -> None:
     """
     if _saved:
         return
-    for name in THREAD_VARS:
+    for name in (*THREAD_VARS, *TIMEOUT_VARS):
         _saved[name] = os.environ.get(name)
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
+    os.environ.pop("GOTO_THREAD_TIMEOUT", None)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"

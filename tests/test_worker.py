@@ -320,3 +320,33 @@ def test_a_pool_that_cannot_start_a_worker_runs_fresh_processes(tmp_path):
         r = run(tmp_path, "print('still runs')\n")
         assert r.ok and r.stdout_tail.strip() == "still runs"
         assert pool.served == 0 and pool.spawned == 0
+
+
+@pytest.mark.parametrize("users_value", [None, "7"])
+def test_a_forked_runs_idle_blas_threads_sleep_and_the_script_sees_the_users_setting(users_value):
+    """Every forked run starts its BLAS threads afresh; OpenBLAS's default lets each spin ~0.1 s of CPU before it
+    sleeps (a tenth of a gradcheck's CPU over thirty FD evaluations). The harness asks for the shortest spin
+    before numpy loads, and gives the script the user's own value of the variable back."""
+    code = (
+        "import os, time\n"
+        "from warpgrad.tools.harness import forking\n"
+        "forking.limit_threads()\n"
+        "import numpy as np\n"
+        "pid = forking.fork()\n"
+        "if pid == 0:\n"
+        "    forking.restore_threads()\n"
+        "    assert forking.thread_count() == 2\n"
+        "    t0 = os.times(); time.sleep(0.5); t1 = os.times()\n"
+        "    print(round(t1.user + t1.system - t0.user - t0.system, 3), os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+    env.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    if users_value is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = users_value
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    cpu, seen = r.stdout.split()
+    assert float(cpu) < 0.02, f"idle BLAS threads used {cpu} s of CPU in 0.5 s"
+    assert seen == str(users_value)

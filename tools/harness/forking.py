@@ -82,6 +82,20 @@ def fork() -> int:
     return os.fork()
 
 
+def freeze_heap() -> None:
+    """Move every object alive now out of the garbage collector's reach, in a process about to fork many times.
+
+    A forked child shares the parent's memory until it writes a page, and a collection writes to the header of
+    every object it scans: each child's first collections copied the whole booted heap (Warp, numpy, the
+    user's arrays), page by page. Frozen objects are never scanned (nor freed, which a process that forks
+    from this state and then exits does not need). The worker freezes once, after its boot, and collects what
+    its runs leave as usual; an FD hub freezes at its fork point.
+    """
+    import gc
+
+    gc.freeze()
+
+
 def fork_each(time_limits: Sequence[float], jobs: int = 1) -> int | list[BatchEntry]:
     """Fork one process per time limit, `jobs` at a time, each killed (SIGKILL) at its own limit.
 

@@ -63,6 +63,7 @@ def serve(session: Session, options: ServeOptions, at: str) -> ServeEvaluation:
                                       "context does not survive a fork")
         else:
             module_files.prime()  # each evaluation lists the files it imported: resolve them once, here
+            forking.freeze_heap()
             picked = _serve(session, options, section)
             if picked is not None:
                 return picked

@@ -63,7 +63,9 @@ def boot(spec: WorkerBoot) -> dict[str, str]:
             for p in added:
                 with contextlib.suppress(ValueError):
                     sys.path.remove(p)
-    return imported_files(Path(spec.workspace))
+    files = imported_files(Path(spec.workspace))
+    forking.freeze_heap()
+    return files
 
 
 def _import_run_modules(modes: Iterable[str]) -> None:

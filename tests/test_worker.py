@@ -350,3 +350,16 @@ def test_a_forked_runs_idle_blas_threads_sleep_and_the_script_sees_the_users_set
     cpu, seen = r.stdout.split()
     assert float(cpu) < 0.02, f"idle BLAS threads used {cpu} s of CPU in 0.5 s"
     assert seen == str(users_value)
+
+
+def test_a_forked_run_finds_the_workers_booted_heap_frozen(tmp_path):
+    """The worker's booted objects (Warp, numpy, the harness) are out of the collector's reach in every run it
+    forks, so a run's collections do not copy the shared pages; a fresh process has nothing frozen."""
+    body = "import gc\nprint('frozen', gc.get_freeze_count())\n"
+    fresh = run(tmp_path, body)
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        warm = run(tmp_path, body)
+        assert pool.served == 1
+    assert fresh.stdout_tail.strip() == "frozen 0"
+    assert int(warm.stdout_tail.split()[-1]) > 10_000, warm.stdout_tail

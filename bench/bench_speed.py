@@ -11,6 +11,9 @@ machine's load hits every side:
 - `script`: `python ENTRY`, the script's own cost;
 - `gradcheck_cli`, `diagnose_cli`: `warpgrad gradcheck|diagnose ENTRY --json --no-record`, a fresh CLI process
   (diagnose opens its own worker pool, as a user's run does);
+- `diagnose_served`: the same one-shot CLI command through the warm command server (`cli/warm`, a server of the
+  case's own, started and sent one untimed command before the rounds): the CLI as a user's second and later
+  commands pay it;
 - `gradcheck_warm`, `diagnose_warm`: `check()` and `run_diagnose()` inside one helper process per case that
   opened `worker_pool()` once and made one untimed call of each before the rounds, the cost of a tool call on a
   warm server (`warpgrad mcp`, `warpgrad chat`). The helper stays up across the rounds and runs its pair when
@@ -39,7 +42,8 @@ from typing import IO
 from pydantic import BaseModel
 
 SCRIPT, GC_CLI, DG_CLI, GC_WARM, DG_WARM = "script", "gradcheck_cli", "diagnose_cli", "gradcheck_warm", "diagnose_warm"
-KINDS = (SCRIPT, GC_CLI, DG_CLI, GC_WARM, DG_WARM)
+DG_SERVED = "diagnose_served"
+KINDS = (SCRIPT, GC_CLI, DG_CLI, DG_SERVED, GC_WARM, DG_WARM)
 WARPGRAD = str(Path(sys.executable).parent / "warpgrad")
 TIMEOUT_S = 1800
 # Lines of the warm helper's protocol start with this: anything else on its stdout is not ours.
@@ -130,12 +134,30 @@ class Summary(BaseModel):
 
 
 def bench_env(cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "WARPGRAD_WORKER"}
+    # The CLI sides run in their own process (the warm server off) unless `served_env` turns it on.
+    env = {k: v for k, v in os.environ.items() if k not in ("WARPGRAD_WORKER", "CI")} | {"WARPGRAD_SERVER": "0"}
     env["WARP_CACHE_PATH"] = str(cache)
     # warpgrad's own kernel caches (tracker builds, Warp's autograd module) start empty for every case: filled by the
     # untimed warm-up runs, never by an earlier benchmark or another warpgrad.
     env["WARPGRAD_KERNEL_CACHE"] = str(cache.parent / "warpgrad-kernels")
     return env
+
+
+def served_env(env: dict[str, str], state: Path) -> dict[str, str]:
+    return env | {"WARPGRAD_SERVER": "1", "WARPGRAD_KEY_DIR": str(state)}
+
+
+def start_server(env: dict[str, str]) -> None:
+    """Start the warm server for `env` and wait until it answers."""
+    subprocess.run([WARPGRAD, "server", "start"], env=env, capture_output=True, timeout=60, check=False)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        out = subprocess.run([WARPGRAD, "server", "status"], env=env, capture_output=True, text=True, timeout=60,
+                             check=False).stdout
+        if out.startswith("warm server pid"):
+            return
+        time.sleep(0.3)
+    raise RuntimeError("the warm server did not start")
 
 
 def script_run(entry: str, ws: Path, env: dict[str, str]) -> Run:
@@ -207,7 +229,7 @@ class WarmSession:
 
 def round_order(rep: int, diagnose_cli_only: bool = False) -> list[str]:
     """The sides of one round; the warm pair counts as one step. Reversed every other round."""
-    order = [SCRIPT, DG_CLI] if diagnose_cli_only else [SCRIPT, GC_CLI, DG_CLI, "warm"]
+    order = [SCRIPT, DG_CLI, DG_SERVED] if diagnose_cli_only else [SCRIPT, GC_CLI, DG_CLI, DG_SERVED, "warm"]
     return order if rep % 2 == 0 else order[::-1]
 
 
@@ -216,18 +238,22 @@ def one(case_id: str, entry: str, suite_root: Path, reps: int, diagnose_cli_only
     ws, cache = work / "ws", work / "cache"
     shutil.copytree(suite_root / "files" / case_id, ws)
     env = bench_env(cache)
+    served = served_env(env, work / "state")
     runs: dict[str, list[Run]] = {k: [] for k in KINDS}
     warm: WarmSession | None = None
     try:
         warmup = [script_run(entry, ws, env),
                   None if diagnose_cli_only else cli_run("gradcheck", entry, ws, env), cli_run("diagnose", entry, ws, env)]
+        start_server(served)
+        warmup.append(cli_run("diagnose", entry, ws, served))  # the server boots this workspace's worker
         warm = None if diagnose_cli_only else WarmSession(ws, entry, env, work / "warm.stderr")
         for rep in range(reps):
             for side in round_order(rep, diagnose_cli_only):
                 if side == SCRIPT:
                     runs[SCRIPT].append(script_run(entry, ws, env))
-                elif side in (GC_CLI, DG_CLI):
-                    runs[side].append(cli_run("gradcheck" if side == GC_CLI else "diagnose", entry, ws, env))
+                elif side in (GC_CLI, DG_CLI, DG_SERVED):
+                    runs[side].append(cli_run("gradcheck" if side == GC_CLI else "diagnose", entry, ws,
+                                              served if side == DG_SERVED else env))
                 elif warm is not None:
                     pair = [GC_WARM, DG_WARM] if rep % 2 == 0 else [DG_WARM, GC_WARM]
                     for name, c in warm.calls(pair).items():
@@ -238,6 +264,7 @@ def one(case_id: str, entry: str, suite_root: Path, reps: int, diagnose_cli_only
     finally:
         if warm is not None:
             warm.kill()
+        subprocess.run([WARPGRAD, "server", "stop"], env=served, capture_output=True, timeout=60, check=False)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -247,7 +274,8 @@ def summarize_case(case_id: str, entry: str, runs: dict[str, list[Run]], warmup:
     # Every run counts for stability, the untimed ones too.
     gc = [r.verdict for r in [warmup[1], *runs[GC_CLI], *runs[GC_WARM]] if r is not None and r.verdict] + [
         first_warm[k] for k in (GC_WARM,) if k in first_warm]
-    dg = [r.verdict for r in [warmup[2], *runs[DG_CLI], *runs[DG_WARM]] if r is not None and r.verdict] + [
+    dg = [r.verdict for r in [*warmup[2:], *runs[DG_CLI], *runs[DG_SERVED], *runs[DG_WARM]]
+          if r is not None and r.verdict] + [
         first_warm[k] for k in (DG_WARM,) if k in first_warm]
     errors = [r.error for r in [*warmup, *(x for v in runs.values() for x in v)] if r is not None and r.error]
     return CaseRow(case=case_id, entry=entry, median_s={k: round(v, 3) for k, v in med.items()},
@@ -276,7 +304,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "speed.json")
     ap.add_argument("--diagnose-cli-only", action="store_true", help="Time only the script and the one-shot "
-                    "`warpgrad diagnose` CLI (issue 25's figure), not gradcheck or the warm server.")
+                    "`warpgrad diagnose` CLI, in its own process and through the warm command server (issue 25), not "
+                    "gradcheck or the in-process warm server.")
     a = ap.parse_args()
     suite = load_suite(SUITE_DIR)
     if a.cases:

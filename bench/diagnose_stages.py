@@ -1,7 +1,7 @@
 """Where a one-shot `warpgrad diagnose` spends its time, against the script's own run (issue 25).
 
 Run: `python bench/diagnose_stages.py [--script examples/bouncing_chain/train.py | --program healthy_optim]
-[--reps 3] [--baseline DIR] [--out bench/results/diagnose_stages.json]` (`--program NAME`: a program of
+[--reps 3] [--no-served] [--baseline DIR] [--out bench/results/diagnose_stages.json]` (`--program NAME`: a program of
 `tests/programs.py`, written into a folder of its own, e.g. `healthy_optim`, a correct one).
 
 In a copy of the script's folder with a kernel cache of its own (`WARP_CACHE_PATH`), after one untimed run of
@@ -11,6 +11,8 @@ each (the cache fills, the tracker's instrumented build is made), `--reps` round
 - `traced`: the same command with every harness run, FD hub request and hub close, the worker's prewarm and
   the diagnose stages timed from inside (a wrapper around the functions, nothing else changed), written as a
   timeline: what starts when, what ends when, and what the result waited for last.
+- `served`: the same command through the warm command server (`cli/warm`), started and warmed (one untimed
+  command) before the rounds: what a user's second and later commands cost (`--no-served` skips it);
 - `baseline` (with `--baseline DIR`): the one-shot command again with `PYTHONPATH=DIR`, another warpgrad
   (`DIR/warpgrad`, e.g. an export of an earlier commit), in the same rounds: a before/after comparison that
   a loaded machine cannot skew one way.
@@ -119,6 +121,19 @@ def _traced(entry: str, cwd: Path, env: dict[str, str], out: Path) -> tuple[floa
     return wall, json.loads(out.read_text(encoding="utf-8")) if out.is_file() else []
 
 
+def _start_server(env: dict[str, str]) -> None:
+    """Start the warm server for `env` and wait until it answers."""
+    subprocess.run([WARPGRAD, "server", "start"], env=env, capture_output=True, timeout=60, check=False)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        out = subprocess.run([WARPGRAD, "server", "status"], env=env, capture_output=True, text=True, timeout=60,
+                             check=False).stdout
+        if out.startswith("warm server pid"):
+            return
+        time.sleep(0.3)
+    raise SystemExit("the warm server did not start")
+
+
 def timeline(events: list[dict]) -> str:
     lines = [f"{'start':>7} {'end':>7} {'s':>6}  what (thread)"]
     for e in sorted(events, key=lambda e: (e["start"], e["end"])):
@@ -133,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(e.g. healthy_optim, a correct program).")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "diagnose_stages.json"))
+    ap.add_argument("--no-served", dest="served", action="store_false", help="Do not time the command through "
+                    "the warm server.")
     ap.add_argument("--baseline", default=None, help="A folder holding another warpgrad (DIR/warpgrad) to time "
                     "in the same rounds.")
     a = ap.parse_args(argv)
@@ -146,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         src = (ROOT / a.script).resolve()
     times: dict[str, list[float]] = {"script": [], "diagnose": [], "traced": []}
+    if a.served:
+        times["served"] = []
     if a.baseline:
         times["baseline"] = []
     traces: list[list[dict]] = []
@@ -153,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="wg-stages-") as tmp:
         ws = Path(tmp) / "ws"
         shutil.copytree(src.parent, ws)
-        env = {k: v for k, v in os.environ.items() if k != "WARPGRAD_WORKER"}
+        # The one-shot sides run in their own process (the warm server off); `served` through a server of its own.
+        env = {k: v for k, v in os.environ.items() if k not in ("WARPGRAD_WORKER", "CI")} | {"WARPGRAD_SERVER": "0"}
         env["WARP_CACHE_PATH"] = str(Path(tmp) / "kernels")
         # warpgrad's own kernel caches (per version of the code, `tools/kernel_cache.py`), one per side: a side that
         # hands its runs' builds to them must not warm the other side's runs.
@@ -167,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                           "WARPGRAD_KERNEL_CACHE": str(Path(tmp) / "baseline-kernels")} if a.baseline else env
         if a.baseline:
             _timed(one_shot, ws, base_env)
+        served_env = env | {"WARPGRAD_SERVER": "1", "WARPGRAD_KEY_DIR": str(Path(tmp) / "state")}
+        if a.served:
+            _start_server(served_env)
+            _timed(one_shot, ws, served_env)  # the server boots this workspace's worker
         for r in range(a.reps):
             order = list(times)
             for kind in order if r % 2 == 0 else order[::-1]:
@@ -175,11 +199,14 @@ def main(argv: list[str] | None = None) -> int:
                     times[kind].append(wall)
                     traces.append(events)
                 else:
-                    times[kind].append(_timed(script if kind == "script" else one_shot, ws,
-                                              base_env if kind == "baseline" else env))
+                    side_env = {"baseline": base_env, "served": served_env}.get(kind, env)
+                    times[kind].append(_timed(script if kind == "script" else one_shot, ws, side_env))
             print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+        if a.served:
+            subprocess.run([WARPGRAD, "server", "stop"], env=served_env, capture_output=True, timeout=60, check=False)
     med = {k: round(statistics.median(v), 2) for k, v in times.items() if v}
     ratio = round(med["diagnose"] / med["script"], 2)
+    served_ratio = round(med["served"] / med["script"], 2) if "served" in med else None
     if a.baseline:
         print(f"baseline ({a.baseline}): median {med['baseline']} s, {med['baseline'] / med['script']:.2f}x the script")
     # The trace of the median traced run.
@@ -188,10 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(programs_dir, ignore_errors=True)
     report = {"command": " ".join(["python", "bench/diagnose_stages.py", *(argv if argv is not None else sys.argv[1:])]),
               "script": f"tests/programs.py:{a.program}" if a.program else a.script, "reps": a.reps, "times_s": times, "median_s": med,
-              "diagnose_over_script": ratio, "load_average_start": load_start, "load_average": os.getloadavg(),
+              "diagnose_over_script": ratio, "served_over_script": served_ratio, "load_average_start": load_start, "load_average": os.getloadavg(),
               "trace": traces[pick] if pick is not None else []}
     print(f"median: script {med['script']} s, diagnose {med['diagnose']} s, traced {med['traced']} s; "
-          f"diagnose / script = {ratio}x (load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end)")
+          f"diagnose / script = {ratio}x" + (f", through the warm server {med['served']} s = {served_ratio}x"
+                                             if served_ratio is not None else "") + f" (load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end)")
     if pick is not None:
         print(timeline(traces[pick]))
     out = Path(a.out)

@@ -41,8 +41,10 @@ def build() -> typer.Typer:
     return app
 
 
+@functools.cache
 def command() -> TyperGroup:
-    """The whole command tree: typer's commands plus `tool NAME` generated from the registry."""
+    """The whole command tree: typer's commands plus `tool NAME` generated from the registry. Built once per
+    process: the warm server builds it before it forks the commands it runs."""
     from .core import ToolGroup, click_commands
 
     group = typer.main.get_command(build())
@@ -73,12 +75,7 @@ def _mcp_only() -> typer.Typer | None:
 
 
 def main() -> None:
-    # A forking command runs in the warm server when one is up (cli/warm): it exits with the command's status.
-    from .warm.client import forward
-
-    code = forward(sys.argv[1:])
-    if code is not None:
-        raise SystemExit(code)
+    """The command line, run in this process (`cli/entry.py` first offers a forking command to the warm server)."""
     fast = _mcp_only()
     if fast is not None:
         fast(prog_name="warpgrad")

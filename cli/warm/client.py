@@ -74,6 +74,17 @@ def socket_path() -> Path:
     return socket_path_in(os.environ)
 
 
+def commands_path() -> Path:
+    """The commands the server runs, one per line, written by it when it boots (from the tools' declarations):
+    the caller offers it nothing else, and pays nothing for a command it would refuse."""
+    return server_dir() / f"{_name(os.environ)}.commands"
+
+
+def log_path() -> Path:
+    """The server's stderr (what it could not do, a traceback of its own)."""
+    return server_dir() / f"{_name(os.environ)}.log"
+
+
 def lock_path() -> Path:
     """Held (flock) by the server for its whole life: at most one per name, booting or serving."""
     return server_dir() / f"{_name(os.environ)}.lock"
@@ -122,6 +133,12 @@ def forward(argv: list[str]) -> int | None:
     """Run `warpgrad ARGV` in the warm server and return its exit status; None when it is not run there (no
     server, or the server declines: not a command it serves, warpgrad changed), and the caller runs it."""
     if not argv or not enabled(os.environ) or private_dir() is None:
+        return None
+    try:
+        served = commands_path().read_text(encoding="utf-8").split()
+    except OSError:
+        return None  # no server (or one still booting)
+    if argv[0] not in served:
         return None
     fds = [0, 1, 2]
     try:
@@ -174,9 +191,10 @@ def start() -> int | None:
     its pid, or None when one is there already or it cannot be (the folder is not private, a path too long)."""
     if not enabled(os.environ) or private_dir() is None or len(str(socket_path())) > _MAX_SOCKET_PATH or running():
         return None
-    proc = subprocess.Popen([sys.executable, "-m", "warpgrad.cli.warm.daemon"], cwd="/", env=dict(os.environ),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, close_fds=True)
+    with open(log_path(), "w", encoding="utf-8") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "warpgrad.cli.warm.daemon"], cwd="/", env=dict(os.environ),
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                close_fds=True)
     return proc.pid
 
 

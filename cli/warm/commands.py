@@ -21,7 +21,7 @@ def _show(status) -> None:
     typer.echo(f"warm server pid {status.pid}: {status.commands_served} commands served, {status.running} running, "
                f"up {status.started_s_ago:.0f} s, exits after {status.idle_exit_s:.0f} s idle"
                + (", stopping" if status.stopping else ""))
-    typer.echo(f"  python {status.python}\n  warpgrad {status.package}")
+    typer.echo(f"  python {status.python}\n  warpgrad {status.package}\n  log {client.log_path()}")
 
 
 @server_app.command("status")

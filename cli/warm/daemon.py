@@ -345,12 +345,15 @@ def main() -> None:
         finally:
             os.umask(old)
         listen.listen(16)
+        commands = client.commands_path()
+        commands.write_text("".join(f"{n}\n" for n in sorted(forking)), encoding="utf-8")
         srv = _Server(listen=listen, idle_exit_s=client.idle_s(os.environ), forking=forking, sources=_sources())
         try:
             serve(srv)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()  # ours: the lock is still held
+            for own in (path, commands):  # ours: the lock is still held
+                with contextlib.suppress(FileNotFoundError):
+                    own.unlink()
             listen.close()
 
 

@@ -210,7 +210,9 @@ def bwrap_argv(policy: SandboxPolicy, cmd: list[str], *, cwd: Path, bwrap: str =
             argv += ["--ro-bind", str(real_ro), str(real_ro)]
     keys = key_dir().resolve()
     if keys.is_dir() and not any(keys.is_relative_to(Path(d).resolve()) for d in [policy.workspace, *policy.writable]):
-        argv += ["--tmpfs", str(keys)]  # the ledger's signing key: unreadable to user code
+        # warpgrad's private state: the ledger's signing key (unreadable to user code) and the warm command server's
+        # socket (a script that reached it could run warpgrad commands outside the sandbox; cli/warm).
+        argv += ["--tmpfs", str(keys)]
     argv += ["--unshare-pid", "--unshare-ipc"]
     if not policy.network:
         argv.append("--unshare-net")

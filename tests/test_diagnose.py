@@ -179,3 +179,19 @@ def test_the_tracker_runs_only_when_it_has_something_to_confirm(tmp_path):
     assert not st.needs_tracker() and not st.overwrite_finding()
     st.res.findings.append(finding("WG005"))  # a ping-pong rebinding: the tracker confirms or refutes it
     assert st.needs_tracker() and st.overwrite_finding()
+
+
+def test_disagreement_only_at_the_entries_of_a_non_smooth_objective_is_no_verdict_not_a_clean_bill(tmp_path):
+    """gradcheck gives no verdict when AD and FD differ only at a few entries of a non-smooth objective (taken to
+    sit at contact kinks, not shown to); diagnose says the same, never "not wrong": a bug confined to a few
+    entries looks alike. The program is the suite's puck drop (correct by its grader), copied."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "evals" / "files" / "puck_drop_release_heights"
+    shutil.copytree(src, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    r = run_diagnose(DiagnoseArgs(script="drop_test.py", bisect="never", record=False), tmp_path)
+    assert r.ok and r.gradcheck is not None and r.gradcheck.passed is None
+    assert r.signature == "sparse_subset"
+    assert r.gradients_wrong is None
+    assert r.summary.startswith("no verdict on the gradients")

@@ -125,6 +125,19 @@ def test_a_forking_command_starts_the_server_says_so_and_the_next_one_runs_there
     assert _served(env) == 2
 
 
+def test_a_served_command_writes_files_with_the_callers_umask(server_env, tmp_path):
+    _cli(server_env, "server", "start", cwd=tmp_path)
+    _wait_up(server_env)
+    for mask, want in ((0o077, 0o600), (0o022, 0o644)):
+        out = tmp_path / f"report-{mask:o}.md"
+        r = subprocess.run([sys.executable, "-m", "warpgrad", "diagnose", "sim.py", "--no-record", "--md", str(out)],
+                           cwd=tmp_path, env=server_env, capture_output=True, text=True, timeout=240, check=False,
+                           umask=mask)
+        assert out.is_file(), r.stderr
+        assert out.stat().st_mode & 0o777 == want
+    assert _served(server_env) == 2
+
+
 def test_stop_ends_the_server_and_off_means_off(server_env, tmp_path):
     off = _cli({**server_env, "WARPGRAD_SERVER": "0"}, "run", "sim.py", "--json", "--no-record", cwd=tmp_path)
     assert off.returncode == 0 and "warm server" not in off.stderr
@@ -197,7 +210,7 @@ def test_a_peer_in_another_mount_namespace_is_refused(server_env, tmp_path):
         "import os, socket, sys\n"
         "from warpgrad.cli.warm.wire import CommandRequest, REPLY\n"
         f"s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect({str(client.socket_path_in(server_env))!r})\n"
-        "req = CommandRequest(argv=['run', 'sim.py'], cwd=os.getcwd(), env=dict(os.environ))\n"
+        "req = CommandRequest(argv=['run', 'sim.py'], cwd=os.getcwd(), env=dict(os.environ), umask=0o022)\n"
         "socket.send_fds(s, [req.model_dump_json().encode()], [0, 1, 2])\n"
         "print(REPLY.validate_json(s.recv(1 << 20)).model_dump_json())\n")
     r = subprocess.run([bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", folder, folder,

@@ -151,7 +151,9 @@ def forward(argv: list[str]) -> int | None:
             return None
         from .wire import CommandRequest, Exited, Refused, Started
 
-        req = CommandRequest(argv=argv, cwd=os.getcwd(), env=dict(os.environ))
+        mask = os.umask(0o022)  # read by setting it (this process is single-threaded here), and put back
+        os.umask(mask)
+        req = CommandRequest(argv=argv, cwd=os.getcwd(), env=dict(os.environ), umask=mask)
         try:
             socket.send_fds(s, [req.model_dump_json().encode()], fds)
             first = _reply(s)

@@ -28,6 +28,7 @@ from .wire import REQUEST, CommandRequest, ControlRequest, Exited, Refused, Star
 # A command whose caller went away (Ctrl-C) gets SIGINT, as in a terminal, then SIGKILL this much later.
 _INTERRUPT_GRACE_S = 3.0
 _POLL_S = 0.05
+_RECEIVE_S = 5.0
 
 
 @dataclass
@@ -39,6 +40,7 @@ class _Running:
 @dataclass
 class _Server:
     listen: socket.socket
+    lock_fd: int
     idle_exit_s: float
     forking: frozenset[str]
     sources: dict[str, tuple[int, int]]
@@ -119,6 +121,7 @@ def _reply(conn: socket.socket, msg) -> None:
 
 def _accept(srv: _Server) -> None:
     conn, _ = srv.listen.accept()
+    conn.settimeout(_RECEIVE_S)  # one thread serves: a peer that connects and says nothing must not hold it
     try:
         data, fds, _flags, _addr = socket.recv_fds(conn, client.MAX_MESSAGE, 3)
     except OSError:
@@ -208,6 +211,7 @@ def _child(srv: _Server, req: CommandRequest, fds: list[int]) -> None:
         os.setpgid(0, 0)  # its own group: the server interrupts or kills the command and what it started
         srv.sel.close()
         srv.listen.close()
+        os.close(srv.lock_fd)  # the server's lock must end with the server, not with a command it started
         for r in srv.children.values():
             r.conn.close()
         for target, fd in enumerate(fds):
@@ -219,6 +223,7 @@ def _child(srv: _Server, req: CommandRequest, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(req.env)
         os.chdir(req.cwd)
+        os.umask(req.umask)  # files the command writes get the caller's permissions, not the server's
         client._CHILD = True
         _fresh_streams()
         sys.argv = ["warpgrad", *req.argv]
@@ -347,7 +352,7 @@ def main() -> None:
         listen.listen(16)
         commands = client.commands_path()
         commands.write_text("".join(f"{n}\n" for n in sorted(forking)), encoding="utf-8")
-        srv = _Server(listen=listen, idle_exit_s=client.idle_s(os.environ), forking=forking, sources=_sources())
+        srv = _Server(listen=listen, lock_fd=lock.fileno(), idle_exit_s=client.idle_s(os.environ), forking=forking, sources=_sources())
         try:
             serve(srv)
         finally:

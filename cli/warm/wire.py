@@ -14,6 +14,7 @@ class CommandRequest(BaseModel):
     argv: list[str]
     cwd: str
     env: dict[str, str]
+    umask: int = Field(ge=0, le=0o777)
 
 
 class ControlRequest(BaseModel):

@@ -11,6 +11,12 @@ the shape the repair assumes; anywhere else there is no ready fix (the hypothesi
 
 The edit's `old_text` is the flagged statement's own lines, widened by neighbouring lines until it occurs
 once in the file (`edit_file` refuses an ambiguous snippet); a file where it never becomes unique gets none.
+
+An edit repairs its own rule hit and nothing else. A program can hold a second, independent bug that the first
+one masks (a buffer without `requires_grad` stops the gradient before it reaches an in-place `*=` elsewhere):
+the edit is then right but only part of the repair, and a check after it alone still fails. So each ready fix
+lists the other rule hits of error severity that diagnose ranks as causes (`leaves`), and says it is partial
+rather than offering itself as the whole fix.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ class ReadyFix(BaseModel):
     rule: str = Field(description="The rule hit it repairs (WGnnn).")
     tool: Literal["edit_file"] = "edit_file"
     arguments: EditCall
+    leaves: list[str] = Field([], description="Other error-severity rule hits diagnose ranks as causes that this "
+                              "edit does not touch (`WGnnn name at file:line`). Non-empty: the edit is only part of "
+                              "the repair; fix (or rule out) these too before the check.")
 
     def call_text(self) -> str:
         return f"{self.tool} {json.dumps(self.arguments.model_dump(), ensure_ascii=False)}"
@@ -131,3 +140,16 @@ def ready_fix(finding: Finding, workspace: Path) -> ReadyFix | None:
         return None
     edit = repair(finding, source, tree)
     return None if edit is None else ReadyFix(rule=finding.code, arguments=edit)
+
+
+def _site(f: Finding) -> str:
+    return f"{f.code} {f.name} at {f.path}:{f.line}"
+
+
+def mark_partial(repaired: list[tuple[Finding, ReadyFix]], causes: list[Finding]) -> None:
+    """Set each fix's `leaves`: the rule hits among `causes` (those backing a ranked hypothesis) that break
+    gradients whenever reached (severity error, not a low-confidence match) and are not the hit it repairs.
+    A hit that has a ready fix of its own is listed too: this edit alone does not apply it."""
+    serious = {_site(f): f for f in causes if f.severity == "error" and f.confidence != "low"}
+    for hit, fix in repaired:
+        fix.leaves = [site for site in serious if site != _site(hit)]

@@ -83,8 +83,10 @@ def test_diagnose_offers_the_tape_reset_and_applying_it_fixes_the_gradient(tmp_p
     offered = [h.ready_fix for h in res.hypotheses if h.ready_fix is not None]
     assert res.gradients_wrong is True and offered and offered[0].rule == "WG003"
     assert "recorder.reset()" in offered[0].arguments.new_text
+    assert offered[0].leaves == []  # the one bug: the edit is the whole repair, and the screen does not say partial
     text = tools["diagnose"].answer(res, "summary")
     assert "ready fix (one call): edit_file {" in text and len(text) <= 4000
+    assert "partial" not in text
     tools["edit_file"].call(offered[0].arguments.model_dump(), tmp_path)  # the one call, exactly as offered
     assert _hits(tools, tmp_path, "WG003") == []
     after = tools["gradcheck"].call({"script": "fit.py", "record": False}, tmp_path)

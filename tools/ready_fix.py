@@ -29,6 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .quickchecks.base import Finding
+from .quickchecks.source import ALLOCATORS, LIKE_ALLOCATORS, SourceModule
 
 
 class EditCall(BaseModel):
@@ -99,6 +100,11 @@ def _requires_grad(f: Finding, source: str, tree: ast.Module) -> EditCall | None
     call = _node_at(tree, f.line, ast.Call, f.col) or _node_at(tree, f.line, ast.Call)
     if not isinstance(call, ast.Call) or any(k.arg is None for k in call.keywords) or call.end_lineno is None \
             or call.end_col_offset is None:
+        return None
+    module = SourceModule(Path(f.path), f.path, source, tree)
+    if module.wp_call(call, ALLOCATORS | LIKE_ALLOCATORS) is None:
+        # A project helper that allocates (`y = scratch(n)`): the keyword would go to the helper, which need not
+        # take it (a TypeError), and the repair inside it changes every caller. That is the user's call.
         return None
     lines = source.splitlines(keepends=True)
     given = next((k for k in call.keywords if k.arg == "requires_grad"), None)

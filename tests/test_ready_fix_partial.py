@@ -1,7 +1,8 @@
 """A ready edit that repairs one of two independent gradient bugs says it is partial.
 
 Shape: a buffer without `requires_grad` on the gradient path (a mechanical repair, offered as a ready edit) and,
-elsewhere, an in-place `*=`/`/=` on an array element (no mechanical repair: the result needs its own output).
+elsewhere, an in-place `*=`/`/=` on an array element (no mechanical repair: the result needs its own output), or a
+second buffer without `requires_grad` that comes from a helper (no mechanical repair: the helper is the user's).
 The first bug stops the gradient before the second matters, so the check after the ready edit alone still
 fails. Diagnose must not offer that edit as the whole fix: it names what the edit leaves, and the check stays
 strict (the partial repair is refused; the whole repair passes).
@@ -23,14 +24,17 @@ from warpgrad.tools.registry import load_tools
 pytestmark = pytest.mark.warp
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "partial_fix"
-# program folder, entry script, where the in-place operator the ready edit does not touch is
-CASES = [("kiln_rod", "fit_conductivity.py", "rod/model.py:27"),
-         ("drifter_drag", "track_drifters.py", "drift/physics.py:22")]
+# program folder, entry script, the rule hit the ready edit does not touch
+CASES = [("kiln_rod", "fit_conductivity.py", "WG007 inplace-mul-div at rod/model.py:27"),
+         ("drifter_drag", "track_drifters.py", "WG007 inplace-mul-div at drift/physics.py:22"),
+         # two buffers without requires_grad, one from a helper returning a per-pass list: the tape sees only the
+         # first cut (the second is masked), the ready edit repairs only the second
+         ("nozzle_sprayer", "tune_nozzles.py", "WG001 missing-requires-grad at tune_nozzles.py:19")]
 
 
-@pytest.mark.parametrize(("program", "script", "inplace"), CASES)
+@pytest.mark.parametrize(("program", "script", "left"), CASES)
 def test_the_ready_edit_for_one_of_two_bugs_says_what_it_leaves_and_the_check_stays_strict(
-        tmp_path, program, script, inplace):
+        tmp_path, program, script, left):
     ws = tmp_path / program
     shutil.copytree(PROGRAMS / program, ws)
     tools = load_tools()
@@ -38,11 +42,11 @@ def test_the_ready_edit_for_one_of_two_bugs_says_what_it_leaves_and_the_check_st
     assert res.gradients_wrong is True
     offered = next(h.ready_fix for h in res.hypotheses[:3] if h.ready_fix is not None)
     assert offered.rule == "WG001"
-    assert offered.leaves == [f"WG007 inplace-mul-div at {inplace}"]
+    assert offered.leaves == [left]
     text = tools["diagnose"].answer(res, "summary")
     assert len(text) <= 4000
     next_call = next(line for line in text.splitlines() if line.startswith("next: "))
-    assert "only part of the repair: also fix WG007 inplace-mul-div at " + inplace in next_call
+    assert "only part of the repair: also fix " + left in next_call
 
     tools["edit_file"].call(offered.arguments.model_dump(), ws)  # the offered edit, exactly as offered
     # The edit is part of the by-hand repair: its new lines are in the repaired file.

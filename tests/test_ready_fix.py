@@ -154,6 +154,15 @@ def test_an_array_from_a_project_helper_gets_no_keyword_the_helper_does_not_take
     (tmp_path / "fit.py").write_text(HELPER_ALLOCATION, encoding="utf-8")
     (hit,) = [f for f in _hits(load_tools(), tmp_path, "WG001") if "scratch" in f.message]
     assert ready_fix(hit, tmp_path) is None
+    # A helper that takes the flag, called with it False: the value is what changes, the call stays valid.
+    flagged = HELPER_ALLOCATION.replace("def scratch(n):\n    return wp.zeros(n, dtype=float)\n",
+                                        "def scratch(n, requires_grad=True):\n"
+                                        "    return wp.zeros(n, dtype=float, requires_grad=requires_grad)\n")
+    (tmp_path / "fit.py").write_text(flagged.replace("y = scratch(4)", "y = scratch(4, requires_grad=False)"),
+                                     encoding="utf-8")
+    (hit,) = [f for f in _hits(load_tools(), tmp_path, "WG001") if "scratch" in f.message]
+    fix = ready_fix(hit, tmp_path)
+    assert fix is not None and "y = scratch(4, requires_grad=True)" in fix.arguments.new_text
     direct = HELPER_ALLOCATION.replace("    y = scratch(4)\n", "    y = wp.zeros(4, dtype=float)\n")
     (tmp_path / "fit.py").write_text(direct, encoding="utf-8")
     (hit,) = [f for f in _hits(load_tools(), tmp_path, "WG001") if "`y`" in f.message]

@@ -7,7 +7,8 @@ the shape the repair assumes; anywhere else there is no ready fix (the hypothesi
   before the `with`. A reset zeroes every gradient the tape reached and drops last iteration's launches,
   so each iteration starts as from a fresh tape (a `zero()` alone would keep replaying old launches).
 - WG001 missing-requires-grad, on an allocation call (`wp.zeros(...)`, `wp.array(...)`, ...) with no
-  `requires_grad` keyword: the keyword added as its last argument.
+  `requires_grad` keyword: the keyword added as its last argument (Warp's own allocators only: a project
+  helper need not take the keyword); a `requires_grad=False` written out becomes `True`.
 
 The edit's `old_text` is the flagged statement's own lines, widened by neighbouring lines until it occurs
 once in the file (`edit_file` refuses an ambiguous snippet); a file where it never becomes unique gets none.
@@ -101,11 +102,6 @@ def _requires_grad(f: Finding, source: str, tree: ast.Module) -> EditCall | None
     if not isinstance(call, ast.Call) or any(k.arg is None for k in call.keywords) or call.end_lineno is None \
             or call.end_col_offset is None:
         return None
-    module = SourceModule(Path(f.path), f.path, source, tree)
-    if module.wp_call(call, ALLOCATORS | LIKE_ALLOCATORS) is None:
-        # A project helper that allocates (`y = scratch(n)`): the keyword would go to the helper, which need not
-        # take it (a TypeError), and the repair inside it changes every caller. That is the user's call.
-        return None
     lines = source.splitlines(keepends=True)
     given = next((k for k in call.keywords if k.arg == "requires_grad"), None)
     if given is not None:  # `requires_grad=False` written out: the value is what changes
@@ -118,6 +114,10 @@ def _requires_grad(f: Finding, source: str, tree: ast.Module) -> EditCall | None
         patched_row = row[:v.col_offset] + "True" + row[v.end_col_offset:]
         return _edit(f.path, source, v.lineno - 1, v.lineno - 1, [patched_row],
                      "WG001: the array needs requires_grad=True for its gradient")
+    if SourceModule(Path(f.path), f.path, source, tree).wp_call(call, ALLOCATORS | LIKE_ALLOCATORS) is None:
+        # A project helper that allocates (`y = scratch(n)`): a new keyword would go to the helper, which need not
+        # take it (a TypeError), and the repair inside it changes every caller. That is the user's call.
+        return None
     first, last = call.lineno - 1, call.end_lineno - 1
     end = lines[last]
     if not end.isascii():

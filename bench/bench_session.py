@@ -10,7 +10,9 @@ Per case, on a fresh copy of its workspace, one `warpgrad mcp` server (the conso
 1. `diagnose` on the case's entry script;
 2. when diagnose found the gradient wrong, the fix: the `edit_file` call diagnose offers as a ready fix when it
    offers one, else the case's recorded fix (the grader's `fixed/` overlay) as one `apply_patch`; no call when
-   the case has neither, or when diagnose found no wrong gradient;
+   the case has neither, or when diagnose found no wrong gradient. A ready fix that says it is partial (its
+   `leaves`: other rule hits it does not touch) is followed, as a model follows that note, by the rest of the
+   recorded fix (the overlay's diff against the edited files) as one `apply_patch` (fix `ready+recorded`);
 3. `gradcheck` on the entry script;
 4. `finish`: `fixed` when diagnose found the gradient wrong, else `gradients_correct`.
 
@@ -103,9 +105,10 @@ async def _call(client: Client, tool: str, arguments: dict[str, Any], calls: lis
 
 
 def _ready_fix(structured: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The first ready fix among the top three hypotheses (its `arguments` are the edit_file call)."""
     for h in (structured or {}).get("hypotheses", [])[:3]:
         if h.get("ready_fix"):
-            return h["ready_fix"]["arguments"]
+            return h["ready_fix"]
     return None
 
 
@@ -127,7 +130,14 @@ async def play(case_id: str, workspace: Path, script: str, fixed: Path, env: dic
         diff = None if ready is not None or not wrong else _recorded_fix(workspace, fixed)
         fix = "ready" if ready is not None else ("recorded" if diff else "none")
         if ready is not None:
-            await _call(client, "edit_file", ready, calls)
+            await _call(client, "edit_file", ready["arguments"], calls)
+            # A partial edit says what it leaves; the model fixes that too before the check (by hand: the rest of
+            # the recorded fix stands for what it writes). Nothing left to add: the edit was the whole repair.
+            rest = _recorded_fix(workspace, fixed) if ready.get("leaves") else None
+            if rest:
+                fix = "ready+recorded"
+                await _call(client, "apply_patch", {"diff": rest, "reason": "the rest of the case's recorded fix"},
+                            calls)
         elif diff:
             await _call(client, "apply_patch", {"diff": diff, "reason": "the case's recorded fix"}, calls)
         g = await _call(client, "gradcheck", {"script": script}, calls)

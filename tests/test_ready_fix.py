@@ -83,8 +83,10 @@ def test_diagnose_offers_the_tape_reset_and_applying_it_fixes_the_gradient(tmp_p
     offered = [h.ready_fix for h in res.hypotheses if h.ready_fix is not None]
     assert res.gradients_wrong is True and offered and offered[0].rule == "WG003"
     assert "recorder.reset()" in offered[0].arguments.new_text
+    assert offered[0].leaves == []  # the one bug: the edit is the whole repair, and the screen does not say partial
     text = tools["diagnose"].answer(res, "summary")
     assert "ready fix (one call): edit_file {" in text and len(text) <= 4000
+    assert "partial" not in text
     tools["edit_file"].call(offered[0].arguments.model_dump(), tmp_path)  # the one call, exactly as offered
     assert _hits(tools, tmp_path, "WG003") == []
     after = tools["gradcheck"].call({"script": "fit.py", "record": False}, tmp_path)
@@ -109,3 +111,60 @@ def test_a_rule_without_a_mechanical_repair_or_a_source_of_another_shape_gets_no
     assert ready_fix(hit, tmp_path) is None  # a fresh tape per iteration is not the reused-tape shape
     other = hit.model_copy(update={"code": "WG004"})
     assert ready_fix(other, tmp_path) is None
+
+
+HELPER_ALLOCATION = """\
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+@wp.kernel
+def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, y[i])
+
+
+def scratch(n):
+    return wp.zeros(n, dtype=float)
+
+
+x = wp.array(np.ones(4, np.float32), dtype=float, requires_grad=True)
+for it in range(3):
+    y = scratch(4)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, dim=4, inputs=[x], outputs=[y])
+        wp.launch(total, dim=4, inputs=[y], outputs=[loss])
+    tape.backward(loss)
+    x.assign(x.numpy() - 0.1 * x.grad.numpy())
+    tape.zero()
+"""
+
+
+def test_an_array_from_a_project_helper_gets_no_keyword_the_helper_does_not_take(tmp_path):
+    """`y = scratch(4)` is flagged (the helper returns wp.zeros without requires_grad), but
+    `scratch(4, requires_grad=True)` would raise a TypeError: no ready fix, the prose fix stands."""
+    (tmp_path / "fit.py").write_text(HELPER_ALLOCATION, encoding="utf-8")
+    (hit,) = [f for f in _hits(load_tools(), tmp_path, "WG001") if "scratch" in f.message]
+    assert ready_fix(hit, tmp_path) is None
+    # A helper that takes the flag, called with it False: the value is what changes, the call stays valid.
+    flagged = HELPER_ALLOCATION.replace("def scratch(n):\n    return wp.zeros(n, dtype=float)\n",
+                                        "def scratch(n, requires_grad=True):\n"
+                                        "    return wp.zeros(n, dtype=float, requires_grad=requires_grad)\n")
+    (tmp_path / "fit.py").write_text(flagged.replace("y = scratch(4)", "y = scratch(4, requires_grad=False)"),
+                                     encoding="utf-8")
+    (hit,) = [f for f in _hits(load_tools(), tmp_path, "WG001") if "scratch" in f.message]
+    fix = ready_fix(hit, tmp_path)
+    assert fix is not None and "y = scratch(4, requires_grad=True)" in fix.arguments.new_text
+    direct = HELPER_ALLOCATION.replace("    y = scratch(4)\n", "    y = wp.zeros(4, dtype=float)\n")
+    (tmp_path / "fit.py").write_text(direct, encoding="utf-8")
+    (hit,) = [f for f in _hits(load_tools(), tmp_path, "WG001") if "`y`" in f.message]
+    fix = ready_fix(hit, tmp_path)
+    assert fix is not None and "wp.zeros(4, dtype=float, requires_grad=True)" in fix.arguments.new_text

@@ -51,7 +51,7 @@ from .ledger import Ledger
 from .losses import summarize
 from .quickchecks.base import Finding
 from .quickchecks.engine import run_rules
-from .ready_fix import ReadyFix, ready_fix
+from .ready_fix import ReadyFix, mark_partial, ready_fix
 from .registry import CliCommand, FileOutput, tool
 from .render import diagnose_text
 from .run_script import RunScriptResult, describe_run
@@ -681,6 +681,7 @@ class _Stages:
 
     def attach_ready_fixes(self) -> None:
         """Each hypothesis at a rule hit with a mechanical repair carries it, as the exact call."""
+        hits: list[tuple[Finding, ReadyFix | None]] = []
         for h in self.res.hypotheses:
             # Ranking merges evidence within a line of each other under one hypothesis (its rule may be the
             # signature's or the tape's), so the rule hit is looked up by place.
@@ -689,6 +690,9 @@ class _Stages:
                             e.source == "rule" and e.detail == f.message for e in h.evidence))), None)
             if hit is not None:
                 h.ready_fix = ready_fix(hit, self.workspace)
+                hits.append((hit, h.ready_fix))
+        # An edit that repairs one of two independent causes is not the fix: it says what it leaves.
+        mark_partial([(hit, fix) for hit, fix in hits if fix is not None], [hit for hit, _ in hits])
 
     def conclude(self) -> DiagnoseResult:
         res = self.res

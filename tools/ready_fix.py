@@ -7,10 +7,17 @@ the shape the repair assumes; anywhere else there is no ready fix (the hypothesi
   before the `with`. A reset zeroes every gradient the tape reached and drops last iteration's launches,
   so each iteration starts as from a fresh tape (a `zero()` alone would keep replaying old launches).
 - WG001 missing-requires-grad, on an allocation call (`wp.zeros(...)`, `wp.array(...)`, ...) with no
-  `requires_grad` keyword: the keyword added as its last argument.
+  `requires_grad` keyword: the keyword added as its last argument (Warp's own allocators only: a project
+  helper need not take the keyword); a `requires_grad=False` written out becomes `True`.
 
 The edit's `old_text` is the flagged statement's own lines, widened by neighbouring lines until it occurs
 once in the file (`edit_file` refuses an ambiguous snippet); a file where it never becomes unique gets none.
+
+An edit repairs its own rule hit and nothing else. A program can hold a second, independent bug that the first
+one masks (a buffer without `requires_grad` stops the gradient before it reaches an in-place `*=` elsewhere):
+the edit is then right but only part of the repair, and a check after it alone still fails. So each ready fix
+lists the other rule hits of error severity that diagnose ranks as causes (`leaves`), and says it is partial
+rather than offering itself as the whole fix.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .quickchecks.base import Finding
+from .quickchecks.source import ALLOCATORS, LIKE_ALLOCATORS, SourceModule
 
 
 class EditCall(BaseModel):
@@ -38,6 +46,9 @@ class ReadyFix(BaseModel):
     rule: str = Field(description="The rule hit it repairs (WGnnn).")
     tool: Literal["edit_file"] = "edit_file"
     arguments: EditCall
+    leaves: list[str] = Field([], description="Other error-severity rule hits diagnose ranks as causes that this "
+                              "edit does not touch (`WGnnn name at file:line`). Non-empty: the edit is only part of "
+                              "the repair; fix (or rule out) these too before the check.")
 
     def call_text(self) -> str:
         return f"{self.tool} {json.dumps(self.arguments.model_dump(), ensure_ascii=False)}"
@@ -103,6 +114,10 @@ def _requires_grad(f: Finding, source: str, tree: ast.Module) -> EditCall | None
         patched_row = row[:v.col_offset] + "True" + row[v.end_col_offset:]
         return _edit(f.path, source, v.lineno - 1, v.lineno - 1, [patched_row],
                      "WG001: the array needs requires_grad=True for its gradient")
+    if SourceModule(Path(f.path), f.path, source, tree).wp_call(call, ALLOCATORS | LIKE_ALLOCATORS) is None:
+        # A project helper that allocates (`y = scratch(n)`): a new keyword would go to the helper, which need not
+        # take it (a TypeError), and the repair inside it changes every caller. That is the user's call.
+        return None
     first, last = call.lineno - 1, call.end_lineno - 1
     end = lines[last]
     if not end.isascii():
@@ -131,3 +146,16 @@ def ready_fix(finding: Finding, workspace: Path) -> ReadyFix | None:
         return None
     edit = repair(finding, source, tree)
     return None if edit is None else ReadyFix(rule=finding.code, arguments=edit)
+
+
+def _site(f: Finding) -> str:
+    return f"{f.code} {f.name} at {f.path}:{f.line}"
+
+
+def mark_partial(repaired: list[tuple[Finding, ReadyFix]], causes: list[Finding]) -> None:
+    """Set each fix's `leaves`: the rule hits among `causes` (those backing a ranked hypothesis) that break
+    gradients whenever reached (severity error, not a low-confidence match) and are not the hit it repairs.
+    A hit that has a ready fix of its own is listed too: this edit alone does not apply it."""
+    serious = {_site(f): f for f in causes if f.severity == "error" and f.confidence != "low"}
+    for hit, fix in repaired:
+        fix.leaves = [site for site in serious if site != _site(hit)]

@@ -79,6 +79,8 @@ def _hypotheses(res: DiagnoseResult) -> list[str]:
         if h.ready_fix is not None:
             call = h.ready_fix.call_text()
             lines.append(f"   ready fix (one call): {call}" if call not in shown else "   ready fix: the one above")
+            if h.ready_fix.leaves and call not in shown:
+                lines.append(f"   partial: it does not touch {squeeze('; '.join(h.ready_fix.leaves), 300)}")
             shown.add(call)
     if len(res.hypotheses) > TOP_HYPOTHESES:
         lines.append(f"({len(res.hypotheses) - TOP_HYPOTHESES} lower-ranked hypotheses not shown)")
@@ -88,6 +90,9 @@ def _hypotheses(res: DiagnoseResult) -> list[str]:
 def _next_call(res: DiagnoseResult) -> str:
     """The one call to make next."""
     fix = next((h.ready_fix for h in res.hypotheses[:TOP_HYPOTHESES] if h.ready_fix is not None), None)
+    if fix is not None and fix.leaves:  # the edit is one of two repairs: the check after it alone would fail
+        return (f"{fix.call_text()}; it is only part of the repair: also fix {squeeze('; '.join(fix.leaves), 300)} "
+                f"(hypotheses above), then gradcheck {{\"script\": \"{res.script}\"}}")
     if fix is not None:
         return f"{fix.call_text()}, then gradcheck {{\"script\": \"{res.script}\"}}"
     if res.blocked:

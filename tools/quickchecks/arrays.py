@@ -148,24 +148,39 @@ def allocation_requires_grad(
     return "skip"
 
 
-Helpers = dict[str, tuple[ast.Call, HostFunction, SourceModule]]
-"""Name -> (the allocation it returns, the function, its module)."""
+Helpers = dict[str, tuple[ast.Call, HostFunction, SourceModule, str]]
+"""Name -> (the allocation it returns, the function, its module, "[]" when it returns a list of them)."""
+
+
+def _returned_allocation(fn: HostFunction, value: ast.expr) -> tuple[ast.expr, str]:
+    """What a helper returns, seen through one local (`bufs = [...]; return bufs`) and one list of allocations
+    (`[wp.zeros(n) for _ in range(steps)]`: per-step buffers), with the "[]" suffix of a list."""
+    if isinstance(value, ast.Name):
+        sets = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
+        if len(sets) == 1:
+            value = sets[0].value
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return value.elt, "[]"
+    if isinstance(value, (ast.List, ast.Tuple)) and value.elts:
+        return value.elts[0], "[]"
+    return value, ""
 
 
 def _helpers(project: Project) -> Helpers:
-    """Project functions that just return a fresh allocation (`def alloc(n): return wp.zeros(n)`)."""
+    """Project functions that just return a fresh allocation (`def alloc(n): return wp.zeros(n)`), or a list of
+    them."""
     out: Helpers = {}
     for name, defs in project.host_functions.items():
         if len(defs) != 1:
             continue
         module, fn = defs[0]
         rets = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
-        if (
-            len(rets) == 1
-            and isinstance(rets[0].value, ast.Call)
-            and module.wp_call(rets[0].value, ALLOCATORS | LIKE_ALLOCATORS)
-        ):
-            out[name] = (rets[0].value, fn, module)
+        if len(rets) != 1 or rets[0].value is None:
+            continue
+        value, suffix = _returned_allocation(fn, rets[0].value)
+        if isinstance(value, ast.Call) and module.wp_call(value, ALLOCATORS | LIKE_ALLOCATORS):
+            out[name] = (value, fn, module, suffix)
     return out
 
 
@@ -298,8 +313,10 @@ def _add_allocation(
         )
         if name not in helpers:
             return
-        alloc, fn, hmod = helpers[name]
+        alloc, fn, hmod, listed = helpers[name]
         rg, helper = _helper_requires_grad(call, alloc, fn, hmod), name
+        if listed and not key.endswith("[]"):
+            key += listed  # `bufs = make_buffers(n)` holds a list: its uses are `bufs[s]`
         retain = _flag(alloc, "retain_grad") is True
     else:
         rg = found

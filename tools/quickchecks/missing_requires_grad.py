@@ -15,9 +15,9 @@ from .source import Project, SourceModule, dotted, kwarg
 class MissingRequiresGrad(Rule):
     """## What it does
     Flags an array allocated without `requires_grad=True` (`wp.zeros`, `wp.empty`, `wp.full`, `wp.ones`,
-    `wp.array`, a `*_like`/`clone` of such an array, or a project helper that returns one) when a launch
-    recorded on a tape writes it and a recorded launch reads it (an intermediate of the taped chain), or
-    when the host code reads its `.grad` (a parameter the optimizer consumes).
+    `wp.array`, a `*_like`/`clone` of such an array, or a project helper that returns one or a list of
+    them) when a launch recorded on a tape writes it and a recorded launch reads it (an intermediate of the
+    taped chain), or when the host code reads its `.grad` (a parameter the optimizer consumes).
 
     ## Why is this bad?
     These allocators default to `requires_grad=False` and such an array has no `.grad`: backward cannot

@@ -79,6 +79,8 @@ def render(r: DiagnoseResult, con: Console) -> None:
             a = h.ready_fix.arguments
             con.print(f"     [green]ready fix:[/] in {a.path}, replace {a.old_text.strip()!r} with {a.new_text.strip()!r}",
                       highlight=False)
+            if h.ready_fix.leaves:  # one of two repairs: the check after this edit alone still fails
+                con.print(f"     [yellow]partial:[/] it does not touch {'; '.join(h.ready_fix.leaves)}", highlight=False)
     cited = next((h.reference for h in r.hypotheses[:5] if h.reference), None)
     m = re.match(r"references/([\w-]+)\.md §(\w+)", cited or "")
     if m:

@@ -11,11 +11,14 @@ The programs (tests/fixtures/partial_fix/) rebuild their buffers every iteration
 host and span several files; `fixed/` holds each one's whole repair, written by hand.
 """
 
+import io
 import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from warpgrad.cli.diagnose import render
 from warpgrad.tools.diagnose import DiagnoseArgs, run_diagnose
 from warpgrad.tools.quickchecks.base import Finding
 from warpgrad.tools.ready_fix import EditCall, ReadyFix, mark_partial
@@ -47,6 +50,9 @@ def test_the_ready_edit_for_one_of_two_bugs_says_what_it_leaves_and_the_check_st
     assert len(text) <= 4000
     next_call = next(line for line in text.splitlines() if line.startswith("next: "))
     assert "only part of the repair: also fix " + left in next_call
+    screen = io.StringIO()
+    render(res, Console(file=screen, width=400))  # what `warpgrad diagnose` prints on a terminal
+    assert "partial: it does not touch " + left in screen.getvalue()
 
     tools["edit_file"].call(offered.arguments.model_dump(), ws)  # the offered edit, exactly as offered
     # The edit is part of the by-hand repair: its new lines are in the repaired file.

@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_speed import start_server  # this folder is on the path when a bench script runs
+
 ROOT = Path(__file__).resolve().parent.parent
 WARPGRAD = str(Path(sys.executable).parent / "warpgrad")
 TIMEOUT_S = 900
@@ -121,19 +123,6 @@ def _traced(entry: str, cwd: Path, env: dict[str, str], out: Path) -> tuple[floa
     return wall, json.loads(out.read_text(encoding="utf-8")) if out.is_file() else []
 
 
-def _start_server(env: dict[str, str]) -> None:
-    """Start the warm server for `env` and wait until it answers."""
-    subprocess.run([WARPGRAD, "server", "start"], env=env, capture_output=True, timeout=60, check=False)
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        out = subprocess.run([WARPGRAD, "server", "status"], env=env, capture_output=True, text=True, timeout=60,
-                             check=False).stdout
-        if out.startswith("warm server pid"):
-            return
-        time.sleep(0.3)
-    raise SystemExit("the warm server did not start")
-
-
 def timeline(events: list[dict]) -> str:
     lines = [f"{'start':>7} {'end':>7} {'s':>6}  what (thread)"]
     for e in sorted(events, key=lambda e: (e["start"], e["end"])):
@@ -189,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             _timed(one_shot, ws, base_env)
         served_env = env | {"WARPGRAD_SERVER": "1", "WARPGRAD_KEY_DIR": str(Path(tmp) / "state")}
         if a.served:
-            _start_server(served_env)
+            start_server(served_env)
             _timed(one_shot, ws, served_env)  # the server boots this workspace's worker
         for r in range(a.reps):
             order = list(times)

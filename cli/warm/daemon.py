@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import client
 from .wire import REQUEST, CommandRequest, ControlRequest, Exited, Refused, Started, Status
@@ -67,6 +67,7 @@ def _sources() -> dict[str, tuple[int, int]]:
 
 
 def _changed(sources: dict[str, tuple[int, int]]) -> bool:
+    """A file of `sources` is gone or differs in time or size from when it was recorded."""
     for f, sig in sources.items():
         try:
             st = os.stat(f)
@@ -80,6 +81,7 @@ def _changed(sources: dict[str, tuple[int, int]]) -> bool:
 def _boot() -> frozenset[str]:
     """Everything a forked command would import: the command tree and each forking command's tool (its options
     are built now, so a child parses its arguments at once). The names of the forking commands."""
+    import click
     import numpy.random  # noqa: F401 - what a diagnose imports on its way (its FD directions)
 
     from .. import core
@@ -89,15 +91,9 @@ def _boot() -> frozenset[str]:
     names: set[str] = set()
     for name, cmd in group.commands.items():
         if isinstance(cmd, core.ModelCommand) and cmd.declared.forks:
-            cmd.get_params(click_context(cmd))
+            cmd.get_params(click.Context(cmd))  # a throwaway context: building the options needs one
             names.add(name)
     return frozenset(names)
-
-
-def click_context(cmd):  # a throwaway context: building a command's options needs one
-    import click
-
-    return click.Context(cmd)
 
 
 def _peer_ok(conn: socket.socket) -> str | None:
@@ -114,7 +110,7 @@ def _peer_ok(conn: socket.socket) -> str | None:
     return None
 
 
-def _reply(conn: socket.socket, msg) -> None:
+def _reply(conn: socket.socket, msg: BaseModel) -> None:
     with contextlib.suppress(OSError):
         conn.send(msg.model_dump_json().encode())
 

@@ -125,6 +125,27 @@ def test_a_forking_command_starts_the_server_says_so_and_the_next_one_runs_there
     assert _served(env) == 2
 
 
+def _without_clocks(x):
+    if isinstance(x, dict):
+        return {k: _without_clocks(v) for k, v in x.items() if k not in ("timings", "wall_s", "ptr")}
+    if isinstance(x, list):
+        return [_without_clocks(v) for v in x]
+    return x
+
+
+def test_a_served_diagnose_gives_the_json_of_one_in_its_own_process(server_env, tmp_path):
+    ws = tmp_path / "chain"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "bouncing_chain", ws)
+    argv = ["diagnose", "train.py", "--json", "--no-record"]
+    own = _cli({**server_env, "WARPGRAD_SERVER": "0"}, *argv, cwd=ws)
+    _cli(server_env, "server", "start", cwd=ws)
+    _wait_up(server_env)
+    served = _cli(server_env, *argv, cwd=ws)
+    assert _served(server_env) == 1
+    assert own.returncode == served.returncode == 1  # gradients wrong
+    assert _without_clocks(json.loads(served.stdout)) == _without_clocks(json.loads(own.stdout))
+
+
 def test_a_served_command_writes_files_with_the_callers_umask(server_env, tmp_path):
     _cli(server_env, "server", "start", cwd=tmp_path)
     _wait_up(server_env)

@@ -18,9 +18,16 @@ report the numbers a planted object computes. So:
   a module the user already compiled loads at once; one Warp must compile lands beside the links.
 
 Runs forked from a warm worker share one sandbox, so they write neither: each gets a cache of its own in
-its temp dir, seeded from the user's and from its code's (`worker._own_kernel_cache`). After the run, the parent
-(outside the sandbox) copies what it compiled into its code's cache (`harvest`), as a fresh run of that code
-would have written it, so the next run of the same code does not compile it again.
+its temp dir, seeded from its code's (`seed_run`; the code's cache already links the user's modules), for the
+one Warp version and the files a CPU load reads. After the run, the parent (outside the sandbox) copies what it
+compiled into its code's cache (`harvest`), as a fresh run of that code would have written it, so the next run
+of the same code does not compile it again.
+
+Seeding costs a folder and a link per file for every module, in every run: the count of file system entries
+made is what is cut (a reseed that would make none is skipped, `run_cache`). A module folder is never a link to
+a folder: Warp writes into an existing module folder when it lacks the binary for the run's options
+(`os.rename(build_dir, module_dir)` fails with ENOTDIR on a link and Warp raises), so each stays a real folder.
+A module a seed leaves out is compiled into the run's own cache, never written anywhere else.
 
 The root is `WARPGRAD_KERNEL_CACHE`, else `warpgrad/kernels` under the user's cache dir; it keeps the
 `KEEP` most recently used caches. Without bwrap (the fallback) none of this holds against a hostile
@@ -30,7 +37,9 @@ script: it can write the user's cache and every private one directly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -113,22 +122,70 @@ def seed(cache: Path, user_cache: Path) -> None:
     if not user_cache.is_dir():
         return
     for version, module in _module_folders(user_cache):
-        dest = cache / version / module.name
-        try:
-            dest.mkdir(parents=True)
-        except FileExistsError:
-            continue  # seeded before, or compiled by a run of this code
-        for f in os.scandir(module.path):
-            if f.is_file(follow_symlinks=False):
-                with contextlib.suppress(FileExistsError):
-                    os.symlink(f.path, dest / f.name)
+        _link_module(cache / version / module.name, module.path, links=False, skip=())
 
 
-def _module_folders(cache: Path) -> Iterator[tuple[str, os.DirEntry]]:
-    """(Warp version folder name, module folder) for every compiled module folder of `cache`: real folders named
-    `wp_*`, none that Warp is still building (`_p<pid>_t<thread>`)."""
+# A forked run never uses CUDA (`worker.WorkerPool._key`), and Warp's CPU load reads the module's `.meta` and
+# its object alone: its sources and CUDA binaries need no link. Left out, they cost nothing but a write Warp
+# makes when it compiles the module anyway (into the run's own folder).
+_NOT_LOADED_ON_CPU = (".cpp", ".cu", ".ptx", ".cubin", ".fatbin")
+
+
+def seed_run(cache: Path, code_cache: Path) -> int:
+    """Seed the own cache of a run forked from a worker (`worker._own_kernel_cache`) from its code's cache alone:
+    that one already links the user's modules (`run_cache` seeds it just before) and holds what runs of the code
+    compiled. Its links are linked in turn (to the code cache's entry, which the run reads but cannot write),
+    its real files too; only the Warp version the run imports (`warp_version`, every version when unknown) and
+    the files a CPU load reads. Returns the number of links made."""
+    if not code_cache.is_dir():
+        return 0
+    version = warp_version()
+    versions = [version] if version is not None and (code_cache / version).is_dir() else None
+    made = 0
+    for v, module in _module_folders(code_cache, versions):
+        made += _link_module(cache / v / module.name, module.path, links=True, skip=_NOT_LOADED_ON_CPU)
+    return made
+
+
+def _link_module(dest: Path, source: str, *, links: bool, skip: tuple[str, ...]) -> int:
+    """Make `dest` a folder of links to the files of the module folder `source` (its links too when `links`;
+    none whose name ends with one of `skip`); nothing when `dest` exists (seeded before, or compiled by a run
+    of this code). Returns the number of links made."""
+    try:
+        dest.mkdir(parents=True)
+    except FileExistsError:
+        return 0
+    made = 0
+    for f in os.scandir(source):
+        if f.name.endswith(skip) or not (f.is_file(follow_symlinks=False) or (links and f.is_symlink())):
+            continue
+        with contextlib.suppress(FileExistsError):
+            os.symlink(f.path, dest / f.name)
+            made += 1
+    return made
+
+
+@functools.cache
+def warp_version() -> str | None:
+    """The version folder Warp names in its cache (`warp.config.version`) for the Warp this interpreter imports,
+    read from its `config.py` without importing it (the CLI never imports Warp); None when not found."""
+    try:
+        spec = importlib.util.find_spec("warp")
+        origin = spec.origin if spec is not None else None
+        text = (Path(origin).parent / "config.py").read_text(encoding="utf-8") if origin else ""
+    except (ImportError, ValueError, OSError):
+        return None
+    found = re.search(r'^version\s*:\s*str\s*=\s*"([^"/\\]+)"', text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _module_folders(cache: Path, versions: Iterable[str] | None = None) -> Iterator[tuple[str, os.DirEntry]]:
+    """(Warp version folder name, module folder) for every compiled module folder of `cache` (of the version
+    folders named in `versions`, else of all): real folders named `wp_*`, none that Warp is still building
+    (`_p<pid>_t<thread>`)."""
+    wanted = None if versions is None else set(versions)
     for version in os.scandir(cache):
-        if not version.is_dir(follow_symlinks=False):
+        if not version.is_dir(follow_symlinks=False) or (wanted is not None and version.name not in wanted):
             continue
         for module in os.scandir(version.path):
             if module.name.startswith("wp_") and not _BUILDING.search(module.name) \
@@ -173,7 +230,8 @@ def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str
 def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], user_cache: Path, run_tmp: Path,
               env: Mapping[str, str]) -> Path:
     """The kernel cache a run writes (its `WARP_CACHE_PATH`): the private one of its code, seeded from
-    `user_cache`; a folder of `run_tmp` when the code is too large to key."""
+    `user_cache`; a folder of `run_tmp` when the code is too large to key. Old caches are pruned when this one
+    is new (only a new one adds to their number)."""
     key = code_key(Path(workspace), starts, user_cache)
     if key is None:
         cache = Path(run_tmp) / RUN_CACHE_DIR
@@ -181,12 +239,47 @@ def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], u
         root = private_root(env)
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         cache = root / key
-    cache.mkdir(mode=0o700, exist_ok=True)
-    os.utime(cache)  # most recently used: kept by `prune`
-    seed(cache, user_cache)
-    if key is not None:
+    try:
+        cache.mkdir(mode=0o700)
+        new = True
+    except FileExistsError:
+        new = False
+        os.utime(cache)  # most recently used: kept by `prune`
+    before = _listings(user_cache, user_cache, root_mtime=True)
+    if new or _SEEDED.get((cache, user_cache)) != (before, _listings(cache, user_cache)):
+        seed(cache, user_cache)
+        # The user's side as it was before the seed (a module added meanwhile makes the next run seed again),
+        # the cache's as the seed left it.
+        _SEEDED[(cache, user_cache)] = (before, _listings(cache, user_cache))
+    if key is not None and new:
         prune(cache.parent, keep=KEEP)
     return cache
+
+
+# (cache, user cache) -> their listings when this process last seeded the one from the other (`run_cache`).
+_SEEDED: dict[tuple[Path, Path], tuple[tuple, tuple]] = {}
+
+
+def _listings(cache: Path, user_cache: Path, *, root_mtime: bool = False) -> tuple:
+    """What a seed of a cache from `user_cache` depends on, read from `cache`'s side: the identity and
+    modification time of each of `cache`'s folders named like a version folder of `user_cache`, and the identity
+    of `cache` (its modification time too with `root_mtime`: a private cache's is touched by every run). A
+    folder's modification time changes whenever an entry is added to it, removed or renamed (a module Warp
+    built, one the user removed, a version folder added, a pruned and remade cache), so equal listings mean a
+    seed would make nothing. Empty when `cache` is not a folder."""
+    try:
+        st = os.stat(cache)
+        names = sorted(v.name for v in os.scandir(user_cache) if v.is_dir(follow_symlinks=False))
+    except OSError:
+        return ()
+    out: list[tuple] = [("", st.st_dev, st.st_ino, st.st_mtime_ns if root_mtime else 0)]
+    for name in names:
+        try:
+            v = os.stat(cache / name, follow_symlinks=False)
+            out.append((name, v.st_dev, v.st_ino, v.st_mtime_ns))
+        except OSError:
+            out.append((name,))
+    return tuple(out)
 
 
 def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:

@@ -268,3 +268,108 @@ def test_the_trusted_shared_cache_is_off_unless_set_and_made_private_when_missin
     target = tmp_path / "a" / "shared"
     assert shared_cache({SHARED_ENV: str(target)}) == target and target.is_dir()
     assert target.stat().st_mode & 0o777 == 0o700
+
+
+def _module(root: Path, version: str, name: str, files: tuple[str, ...] = (".cpp", ".cpu1.o", ".meta")) -> Path:
+    d = root / version / name
+    d.mkdir(parents=True)
+    for ext in files:
+        (d / f"{name}{ext}").write_bytes(f"{version}/{name}{ext}".encode())
+    return d
+
+
+def test_a_forked_runs_cache_is_seeded_from_its_codes_cache_alone_for_its_warp_version_and_a_cpu_load(tmp_path):
+    version = kernel_cache.warp_version()
+    assert version is not None and version == __import__("warp").config.version  # read without importing Warp
+    user, code, own = tmp_path / "user", tmp_path / "code", tmp_path / "own"
+    _module(user, version, "wp___main___aaaaaaa")
+    _module(user, "0.9.0", "wp___main___0ld0ld0")  # another Warp's modules: never loaded by this one
+    seed(code, user)  # what `run_cache` does just before a run
+    _module(code, version, "wp_warp_autograd_bbbbbbb")  # compiled by a run of this code (real files)
+
+    assert kernel_cache.seed_run(own, code) == 4
+    assert sorted(p.name for p in own.iterdir()) == [version]
+    for name in ("wp___main___aaaaaaa", "wp_warp_autograd_bbbbbbb"):
+        d = own / version / name
+        assert d.is_dir() and not d.is_symlink()  # a real folder: Warp can still write a build into it
+        assert sorted(p.name for p in d.iterdir()) == [f"{name}.cpu1.o", f"{name}.meta"]  # no source
+        assert all(p.is_symlink() and p.read_bytes() == f"{version}/{p.name}".encode() for p in d.iterdir())
+    # The user's module is reached through the code's cache (one source), and resolves to the user's file.
+    obj = own / version / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.cpu1.o"
+    assert Path(os.readlink(obj)).parent == code / version / "wp___main___aaaaaaa"
+    assert obj.resolve() == user / version / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.cpu1.o"
+    assert kernel_cache.seed_run(own, code) == 0  # seeded: what is there stays
+
+    # A code cache without this Warp's version folder: every version is seeded (the version is a guess).
+    other = tmp_path / "other"
+    _module(other, "0.9.0", "wp___main___0ld0ld0")
+    assert kernel_cache.seed_run(tmp_path / "own2", other) == 2
+
+
+def test_run_cache_seeds_again_only_when_a_cache_or_the_users_changed(tmp_path, monkeypatch):
+    ws, user, tmp = tmp_path / "ws", tmp_path / "user", tmp_path / "tmp"
+    ws.mkdir()
+    tmp.mkdir()
+    (ws / "train.py").write_text("print(1)\n", encoding="utf-8")
+    _module(user, "1.19.0", "wp___main___aaaaaaa")
+    env = {"WARPGRAD_KERNEL_CACHE": str(tmp_path / "private")}
+    seeds: list[Path] = []
+    real_seed = kernel_cache.seed
+    monkeypatch.setattr(kernel_cache, "seed", lambda cache, u: (seeds.append(cache), real_seed(cache, u)))
+
+    def run() -> Path:
+        return kernel_cache.run_cache(ws, [("train.py", [])], user, tmp, env)
+
+    cache = run()
+    assert len(seeds) == 1 and (cache / "1.19.0" / "wp___main___aaaaaaa").is_dir()
+    run()
+    assert len(seeds) == 1  # nothing changed: nothing to link
+    time.sleep(0.02)  # a coarse file system clock: the next change gets a later modification time
+    _module(user, "1.19.0", "wp___main___ccccccc")  # the user compiled another module
+    run()
+    assert len(seeds) == 2 and (cache / "1.19.0" / "wp___main___ccccccc").is_dir()
+    time.sleep(0.02)
+    for f in (cache / "1.19.0" / "wp___main___aaaaaaa").iterdir():
+        f.unlink()
+    (cache / "1.19.0" / "wp___main___aaaaaaa").rmdir()  # a module folder gone from the code's cache
+    run()
+    assert len(seeds) == 3 and (cache / "1.19.0" / "wp___main___aaaaaaa").is_dir()
+
+
+def test_run_cache_prunes_old_caches_when_it_makes_a_new_one(tmp_path):
+    ws, user, tmp, root = tmp_path / "ws", tmp_path / "user", tmp_path / "tmp", tmp_path / "private"
+    ws.mkdir()
+    tmp.mkdir()
+    (ws / "train.py").write_text("print(1)\n", encoding="utf-8")
+    env = {"WARPGRAD_KERNEL_CACHE": str(root)}
+    kernel_cache.run_cache(ws, [("train.py", [])], user, tmp, env)
+    old = _caches(root, kernel_cache.KEEP + 3, age_s=kernel_cache.GRACE_S + 60)
+    kernel_cache.run_cache(ws, [("train.py", [])], user, tmp, env)  # an existing cache: their number is the same
+    assert all(d.exists() for d in old)
+    kernel_cache.run_cache(ws, [("train.py", ["--new"])], user, tmp, env)  # a new one: the oldest go
+    assert sum(d.exists() for d in old) == kernel_cache.KEEP - 2
+
+
+def test_a_forked_run_loads_what_the_user_compiled_through_its_codes_cache(tmp_path, monkeypatch):
+    """The forked run's own cache links the code's cache alone, whose links lead to the user's modules: a script the
+    user ran outside warpgrad compiles nothing in a forked run, and the user's cache is not written."""
+    from warpgrad.tools import worker
+    from warpgrad.tools.child_process import run_harness
+    from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
+
+    ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
+    ws.mkdir()
+    (ws / "train.py").write_text(TRAIN.replace("twice_plus_seven", "twice_plus_seven_user"), encoding="utf-8")
+    assert EXPECTED in _plain_run(ws, cache)
+    before = _tree(cache)
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    monkeypatch.setenv("WARPGRAD_KERNEL_CACHE", str(private))
+    cfg = RunConfig(workspace=str(ws), script=str(ws / "train.py"), device="cpu")
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        out = run_harness(cfg, HarnessResult, cwd=ws, device="cpu")
+        assert pool.served == 1
+    assert out.process.returncode == 0 and out.result is not None, out.process.stderr_tail
+    assert EXPECTED in out.process.stdout_tail
+    assert out.result.compiled_modules == []
+    assert _tree(cache) == before

@@ -373,3 +373,65 @@ def test_a_forked_run_loads_what_the_user_compiled_through_its_codes_cache(tmp_p
     assert EXPECTED in out.process.stdout_tail
     assert out.result.compiled_modules == []
     assert _tree(cache) == before
+
+
+def test_a_forked_run_notes_the_modules_it_loaded_and_only_those_are_seeded_next(tmp_path):
+    """`harvest` lists the modules a forked run followed a link of (Linux sets a link's access time when a path
+    through it is resolved) or compiled; later runs of the code seed those, Warp's own and what this code
+    compiled, not the user's other programs. Nothing read, no list: every module is seeded."""
+    user, code = tmp_path / "user", tmp_path / "private" / "key"
+    for name in ("wp___main___aaaaaaa", "wp___main___ccccccc", "wp_mylib.sim_1111111", "wp_warp.autograd_2222222"):
+        _module(user, "1.19.0", name)
+    seed(code, user)
+    _module(code, "1.19.0", "wp_tracker_3333333")  # compiled by a run of this code
+    run = tmp_path / "run"
+    kernel_cache.seed_run(run, code)
+    assert len(list((run / "1.19.0").iterdir())) == 5
+    time.sleep(0.05)  # the access must fall on a later tick of the file system clock than the link's making
+    kernel_cache.harvest(run, code)
+    assert not kernel_cache.loaded_path(code).exists()  # nothing was loaded: no list, everything stays seeded
+
+    (run / "1.19.0" / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.meta").read_bytes()  # what Warp's load does
+    (run / "1.19.0" / "wp_mylib.sim_1111111" / "wp_mylib.sim_1111111.cpu1.o").stat()
+    kernel_cache.harvest(run, code)
+    listed = kernel_cache.loaded_path(code).read_text(encoding="utf-8").split()
+    assert listed == ["wp___main___aaaaaaa", "wp_mylib.sim_1111111"]  # the code's own builds are seeded anyway
+
+    _module(user, "1.19.0", "wp_mylib.sim_4444444")  # another build of a module name the code loads
+    seed(code, user)
+    nxt = tmp_path / "next"
+    kernel_cache.seed_run(nxt, code)
+    assert sorted(p.name for p in (nxt / "1.19.0").iterdir()) == [
+        "wp___main___aaaaaaa", "wp_mylib.sim_1111111", "wp_mylib.sim_4444444", "wp_tracker_3333333",
+        "wp_warp.autograd_2222222"]  # not `wp___main___ccccccc`, another program's
+
+
+def test_a_module_a_forked_run_needed_but_was_not_seeded_is_compiled_in_its_own_cache_and_seeded_next(
+        tmp_path, monkeypatch):
+    from warpgrad.tools import worker
+    from warpgrad.tools.child_process import run_harness
+    from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
+
+    ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
+    ws.mkdir()
+    (ws / "train.py").write_text(TRAIN.replace("twice_plus_seven", "twice_plus_seven_listed"), encoding="utf-8")
+    assert EXPECTED in _plain_run(ws, cache)
+    before = _tree(cache)
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    monkeypatch.setenv("WARPGRAD_KERNEL_CACHE", str(private))
+    cfg = RunConfig(workspace=str(ws), script=str(ws / "train.py"), device="cpu")
+    listed = kernel_cache.loaded_path(private / code_key(ws, [("train.py", [])], cache))
+    compiled = []
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        for i in range(3):
+            if i == 1:  # the list names another module only: the script's is not seeded in the next run
+                assert [n for n in listed.read_text(encoding="utf-8").split() if n.startswith("wp___main__")]
+                listed.write_text("wp___main___0000000\n", encoding="utf-8")
+            out = run_harness(cfg, HarnessResult, cwd=ws, device="cpu")
+            assert out.process.returncode == 0 and out.result is not None, out.process.stderr_tail
+            assert EXPECTED in out.process.stdout_tail
+            compiled.append(out.result.compiled_modules)
+        assert pool.served == 3
+    assert compiled == [[], ["__main__"], []]  # linked; compiled (not seeded), noted; linked again
+    assert _tree(cache) == before

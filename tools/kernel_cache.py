@@ -136,15 +136,93 @@ def seed_run(cache: Path, code_cache: Path) -> int:
     that one already links the user's modules (`run_cache` seeds it just before) and holds what runs of the code
     compiled. Its links are linked in turn (to the code cache's entry, which the run reads but cannot write),
     its real files too; only the Warp version the run imports (`warp_version`, every version when unknown) and
-    the files a CPU load reads. Returns the number of links made."""
+    the files a CPU load reads.
+
+    Once forked runs of this code have loaded modules (`loaded_path`, written by `harvest`), only those are
+    seeded, with every module compiled by a run of this code (a folder holding a regular file), every one of
+    Warp's own (`wp_warp.*`: which of them a run loads depends on its mode) and every build of a module name
+    a run loaded (but `__main__`, which every script has): the user's cache holds the modules of every
+    program they ran, this code loads a few. A module left out that a run needs is compiled into its own
+    cache, and noted then, so the next run seeds it. Returns the number of links made."""
     if not code_cache.is_dir():
         return 0
     version = warp_version()
     versions = [version] if version is not None and (code_cache / version).is_dir() else None
+    loaded = _read_loaded(loaded_path(code_cache))
+    names = {_module_name(m) for m in loaded or ()} - {"__main__", None}
     made = 0
     for v, module in _module_folders(code_cache, versions):
+        if loaded is not None and module.name not in loaded and not module.name.startswith("wp_warp.") \
+                and _module_name(module.name) not in names and not _holds_a_file(module.path):
+            continue
         made += _link_module(cache / v / module.name, module.path, links=True, skip=_NOT_LOADED_ON_CPU)
     return made
+
+
+LOADED_SUFFIX = ".loaded"
+MAX_LOADED = 4096  # a run can add any name to its code's list (it costs only links): not without bound
+_MODULE_FOLDER = re.compile(r"wp_(.+)_[0-9a-f]+")
+
+
+def loaded_path(code_cache: Path) -> Path:
+    """The list of the module folders forked runs of this code loaded or compiled, one name a line: beside its
+    cache in the private root, which no run can write (only its cache is bound writable)."""
+    return code_cache.with_name(code_cache.name + LOADED_SUFFIX)
+
+
+def _module_name(folder: str) -> str | None:
+    """The Python module a module folder was built from (`wp_<module>_<hash>`)."""
+    m = _MODULE_FOLDER.fullmatch(folder)
+    return m.group(1) if m else None
+
+
+def _read_loaded(path: Path) -> set[str] | None:
+    """The folder names of `path` (`loaded_path`); None when there is none (then everything is seeded)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    names = {n for n in text.splitlines() if _module_name(n) and "/" not in n and "\0" not in n}
+    return names or None
+
+
+def _holds_a_file(folder: str) -> bool:
+    with os.scandir(folder) as files:
+        return any(f.is_file(follow_symlinks=False) for f in files)
+
+
+def _record_loaded(run_cache: Path, into: Path) -> set[str]:
+    """Add to the list of `into`'s code (`loaded_path`) the modules a forked run loaded from its seeded links and
+    those it compiled (a folder holding a regular file); returns those seen.
+
+    Loaded: Linux sets a link's access time when a path through it is resolved (under the default `relatime`
+    too: the first access after the link was made), and the run follows a module's links to load it, so one
+    accessed after it was made (`seed_run`, before the run) was loaded. On a file system mounted `noatime`
+    no link shows it: the list is then never started (only a link seen loaded starts it), and every run
+    seeds every module as before. What the run did to its own cache can only add names (more links)."""
+    seen: set[str] = set()
+    accessed = False
+    for _, module in _module_folders(run_cache):
+        with os.scandir(module.path) as files:
+            for f in files:
+                st = f.stat(follow_symlinks=False)
+                link = stat.S_ISLNK(st.st_mode)
+                if not link or st.st_atime_ns > st.st_mtime_ns:
+                    seen.add(module.name)
+                    accessed = accessed or link
+                    break
+    path = loaded_path(into)
+    old = _read_loaded(path)
+    if not seen or (old is None and not accessed) or (old is not None and seen <= old):
+        return seen
+    names = sorted((old or set()) | seen)[:MAX_LOADED]
+    part = path.with_name(f"{path.name}_p{os.getpid()}_t{threading.get_ident()}")
+    try:
+        part.write_text("".join(f"{n}\n" for n in names), encoding="utf-8")
+        os.replace(part, path)  # whole or not at all: a concurrent seed never reads half a list
+    except OSError:
+        part.unlink(missing_ok=True)
+    return seen
 
 
 def _link_module(dest: Path, source: str, *, links: bool, skip: tuple[str, ...]) -> int:
@@ -224,6 +302,7 @@ def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str
             copied.append(module.name)
         except OSError:
             shutil.rmtree(part, ignore_errors=True)  # another run put it there first, or the disk is full
+    _record_loaded(run_cache, into)
     return copied
 
 
@@ -300,3 +379,4 @@ def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:
     for mtime, old in caches[keep:]:
         if now - mtime >= grace_s:
             shutil.rmtree(old, ignore_errors=True)
+            loaded_path(old).unlink(missing_ok=True)

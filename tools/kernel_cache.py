@@ -202,27 +202,34 @@ def _record_loaded(run_cache: Path, into: Path) -> set[str]:
     seeds every module as before. What the run did to its own cache can only add names (more links)."""
     seen: set[str] = set()
     accessed = False
-    for _, module in _module_folders(run_cache):
-        with os.scandir(module.path) as files:
-            for f in files:
-                st = f.stat(follow_symlinks=False)
-                link = stat.S_ISLNK(st.st_mode)
-                if not link or st.st_atime_ns > st.st_mtime_ns:
-                    seen.add(module.name)
-                    accessed = accessed or link
-                    break
-    path = loaded_path(into)
-    old = _read_loaded(path)
-    if not seen or (old is None and not accessed) or (old is not None and seen <= old):
-        return seen
-    names = sorted((old or set()) | seen)[:MAX_LOADED]
-    part = path.with_name(f"{path.name}_p{os.getpid()}_t{threading.get_ident()}")
     try:
-        part.write_text("".join(f"{n}\n" for n in names), encoding="utf-8")
-        os.replace(part, path)  # whole or not at all: a concurrent seed never reads half a list
+        for _, module in _module_folders(run_cache):
+            with os.scandir(module.path) as files:
+                for f in files:
+                    st = f.stat(follow_symlinks=False)
+                    link = stat.S_ISLNK(st.st_mode)
+                    if not link or st.st_atime_ns > st.st_mtime_ns:
+                        seen.add(module.name)
+                        accessed = accessed or link
+                        break
     except OSError:
-        part.unlink(missing_ok=True)
+        return set()  # a cache changing under the scan (a process the run left behind): note nothing
+    path = loaded_path(into)
+    with _LOADED_LOCK:  # this process's runs end in threads of their own: no list loses another's names
+        old = _read_loaded(path)
+        if not seen or (old is None and not accessed) or (old is not None and seen <= old):
+            return seen
+        names = sorted((old or set()) | seen)[:MAX_LOADED]
+        part = path.with_name(f"{path.name}_p{os.getpid()}_t{threading.get_ident()}")
+        try:
+            part.write_text("".join(f"{n}\n" for n in names), encoding="utf-8")
+            os.replace(part, path)  # whole or not at all: a concurrent seed never reads half a list
+        except OSError:
+            part.unlink(missing_ok=True)
     return seen
+
+
+_LOADED_LOCK = threading.Lock()
 
 
 def _link_module(dest: Path, source: str, *, links: bool, skip: tuple[str, ...]) -> int:
@@ -321,6 +328,7 @@ def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], u
     try:
         cache.mkdir(mode=0o700)
         new = True
+        loaded_path(cache).unlink(missing_ok=True)  # a list left by a removed cache of the same key
     except FileExistsError:
         new = False
         os.utime(cache)  # most recently used: kept by `prune`

@@ -435,3 +435,23 @@ def test_a_module_a_forked_run_needed_but_was_not_seeded_is_compiled_in_its_own_
         assert pool.served == 3
     assert compiled == [[], ["__main__"], []]  # linked; compiled (not seeded), noted; linked again
     assert _tree(cache) == before
+
+
+def test_a_patched_codes_first_forked_run_seeds_what_runs_of_its_workspace_loaded(tmp_path):
+    user, root, ws = tmp_path / "user", tmp_path / "private", tmp_path / "ws"
+    for name in ("wp___main___aaaaaaa", "wp___main___ccccccc"):
+        _module(user, "1.19.0", name)
+    before, after = root / "key-before", root / "key-after-a-patch"
+    seed(before, user)
+    seed(after, user)
+    run = tmp_path / "run"
+    kernel_cache.seed_run(run, before, ws)
+    time.sleep(0.05)
+    (run / "1.19.0" / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.meta").read_bytes()
+    kernel_cache.harvest(run, before)
+    assert kernel_cache.workspace_loaded_path(root, ws).read_text(encoding="utf-8") == "wp___main___aaaaaaa\n"
+    assert not kernel_cache.loaded_path(after).exists()
+    kernel_cache.seed_run(tmp_path / "patched", after, ws)
+    assert [p.name for p in (tmp_path / "patched" / "1.19.0").iterdir()] == ["wp___main___aaaaaaa"]
+    kernel_cache.seed_run(tmp_path / "elsewhere", after, tmp_path / "another-workspace")
+    assert len(list((tmp_path / "elsewhere" / "1.19.0").iterdir())) == 2  # no list: everything

@@ -131,7 +131,7 @@ def seed(cache: Path, user_cache: Path) -> None:
 _NOT_LOADED_ON_CPU = (".cpp", ".cu", ".ptx", ".cubin", ".fatbin")
 
 
-def seed_run(cache: Path, code_cache: Path) -> int:
+def seed_run(cache: Path, code_cache: Path, workspace: Path | None = None) -> int:
     """Seed the own cache of a run forked from a worker (`worker._own_kernel_cache`) from its code's cache alone:
     that one already links the user's modules (`run_cache` seeds it just before) and holds what runs of the code
     compiled. Its links are linked in turn (to the code cache's entry, which the run reads but cannot write),
@@ -143,12 +143,19 @@ def seed_run(cache: Path, code_cache: Path) -> int:
     Warp's own (`wp_warp.*`: which of them a run loads depends on its mode) and every build of a module name
     a run loaded (but `__main__`, which every script has): the user's cache holds the modules of every
     program they ran, this code loads a few. A module left out that a run needs is compiled into its own
-    cache, and noted then, so the next run seeds it. Returns the number of links made."""
-    if not code_cache.is_dir():
+    cache, and noted then, so the next run seeds it. A code without a list yet (the first runs after a patch)
+    takes the list of its `workspace` (`workspace_loaded_path`: what runs of its earlier versions loaded), which
+    `harvest` extends too. Returns the number of links made."""
+    if not code_cache.is_dir() or cache == code_cache:
         return 0
     version = warp_version()
     versions = [version] if version is not None and (code_cache / version).is_dir() else None
     loaded = _read_loaded(loaded_path(code_cache))
+    if workspace is not None:
+        ws_list = workspace_loaded_path(code_cache.parent, workspace)
+        _WORKSPACE_LIST[os.path.abspath(cache)] = ws_list  # for `harvest` after the run, in this process
+        if loaded is None:
+            loaded = _read_loaded(ws_list)
     names = {_module_name(m) for m in loaded or ()} - {"__main__", None}
     made = 0
     for v, module in _module_folders(code_cache, versions):
@@ -162,6 +169,17 @@ def seed_run(cache: Path, code_cache: Path) -> int:
 LOADED_SUFFIX = ".loaded"
 MAX_LOADED = 4096  # a run can add any name to its code's list (it costs only links): not without bound
 _MODULE_FOLDER = re.compile(r"wp_(.+)_[0-9a-f]+")
+
+
+# Own cache of a forked run (absolute path) -> the list of its workspace, from `seed_run` to `harvest`.
+_WORKSPACE_LIST: dict[str, Path] = {}
+WORKSPACE_LIST_MAX_AGE_S = 30 * 86400  # a workspace list not extended for this long is pruned
+
+
+def workspace_loaded_path(root: Path, workspace: Path) -> Path:
+    """The list of the modules forked runs of any version of the code in `workspace` loaded (`loaded_path`)."""
+    digest = hashlib.sha256(str(Path(workspace).resolve()).encode()).hexdigest()[:32]
+    return root / f"ws-{digest}{LOADED_SUFFIX}"
 
 
 def loaded_path(code_cache: Path) -> Path:
@@ -192,8 +210,9 @@ def _holds_a_file(folder: str) -> bool:
 
 
 def _record_loaded(run_cache: Path, into: Path) -> set[str]:
-    """Add to the list of `into`'s code (`loaded_path`) the modules a forked run loaded from its seeded links and
-    those it compiled (a folder holding a regular file); returns those seen.
+    """Add to the list of `into`'s code (`loaded_path`), and to that of its workspace when `seed_run` was told it,
+    the modules a forked run loaded from its seeded links and those it compiled (a folder holding a regular
+    file); returns those seen.
 
     Loaded: Linux sets a link's access time when a path through it is resolved (under the default `relatime`
     too: the first access after the link was made), and the run follows a module's links to load it, so one
@@ -214,11 +233,18 @@ def _record_loaded(run_cache: Path, into: Path) -> set[str]:
                         break
     except OSError:
         return set()  # a cache changing under the scan (a process the run left behind): note nothing
-    path = loaded_path(into)
+    ws_list = _WORKSPACE_LIST.pop(os.path.abspath(run_cache), None)
+    for path in [loaded_path(into), *([ws_list] if ws_list is not None else [])]:
+        _add_loaded(path, seen, start=accessed)
+    return seen
+
+
+def _add_loaded(path: Path, seen: set[str], *, start: bool) -> None:
+    """Add `seen` to the list at `path`; a missing list is started only when `start`."""
     with _LOADED_LOCK:  # this process's runs end in threads of their own: no list loses another's names
         old = _read_loaded(path)
-        if not seen or (old is None and not accessed) or (old is not None and seen <= old):
-            return seen
+        if not seen or (old is None and not start) or (old is not None and seen <= old):
+            return
         names = sorted((old or set()) | seen)[:MAX_LOADED]
         part = path.with_name(f"{path.name}_p{os.getpid()}_t{threading.get_ident()}")
         try:
@@ -226,7 +252,6 @@ def _record_loaded(run_cache: Path, into: Path) -> set[str]:
             os.replace(part, path)  # whole or not at all: a concurrent seed never reads half a list
         except OSError:
             part.unlink(missing_ok=True)
-    return seen
 
 
 _LOADED_LOCK = threading.Lock()
@@ -375,6 +400,7 @@ def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:
     is loading from. Runs prune concurrently (one per sandboxed run, two at once under `eval --jobs 2`), so a
     cache another run removed between the listing and its `lstat` is simply gone, not an error."""
     caches: list[tuple[float, Path]] = []
+    now = time.time()
     for p in root.iterdir():
         try:
             st = p.lstat()
@@ -382,8 +408,10 @@ def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:
             continue  # removed by a concurrent prune
         if stat.S_ISDIR(st.st_mode):
             caches.append((st.st_mtime, p))
+        elif p.name.startswith("ws-") and p.name.endswith(LOADED_SUFFIX) \
+                and now - st.st_mtime >= WORKSPACE_LIST_MAX_AGE_S:
+            p.unlink(missing_ok=True)  # a workspace not checked for a month: its list is only a guess by now
     caches.sort(key=lambda c: c[0], reverse=True)
-    now = time.time()
     for mtime, old in caches[keep:]:
         if now - mtime >= grace_s:
             shutil.rmtree(old, ignore_errors=True)

@@ -97,7 +97,8 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
     of its code, `kernel_cache.py`, is bound only in a fresh run's sandbox). Each gets a private cache
     seeded with links to the modules of its code's cache (read-only inside), which links the user's compiled
     modules itself (`run_harness` seeds it just before): one source, not the user's cache and then the code's
-    (`kernel_cache.seed_run`). It is thrown away with its temp dir. What the run compiled there is first
+    (`kernel_cache.seed_run`; once runs of the code or of its workspace have loaded modules, only those and a few
+    more). It is thrown away with its temp dir. What the run compiled there is first
     copied into its code's cache by this process, outside the sandbox (`kernel_cache.harvest`, in `_run`): else
     a module neither cache holds (the tracker's builds, `warp.autograd`) would compile again in every forked run.
     """
@@ -109,7 +110,7 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
         return env, sandbox
     own = Path(tmp) / RUN_CACHE_DIR
     own.mkdir(mode=0o700, exist_ok=True)
-    seed_run(own, shared)
+    seed_run(own, shared, Path(sandbox.workspace))
     writable = [d for d in sandbox.writable if Path(d).resolve() != shared.resolve()]
     return {**env, "WARP_CACHE_PATH": str(own)}, sandbox.model_copy(update={"writable": writable})
 

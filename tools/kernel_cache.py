@@ -27,7 +27,11 @@ Seeding costs a folder and a link per file for every module, in every run: the c
 made is what is cut (a reseed that would make none is skipped, `run_cache`). A module folder is never a link to
 a folder: Warp writes into an existing module folder when it lacks the binary for the run's options
 (`os.rename(build_dir, module_dir)` fails with ENOTDIR on a link and Warp raises), so each stays a real folder.
-A module a seed leaves out is compiled into the run's own cache, never written anywhere else.
+Hard links are never used: one in a writable folder would make the user's file writable through it. Once
+forked runs of a code (or of its workspace) have loaded modules, `harvest` lists them beside its cache, out of
+every run's reach, and later forked runs seed those and a few more (`seed_run`), not the user's other programs.
+The list only chooses among the code's cache's own modules: a module a seed leaves out is compiled into the
+run's own cache (and listed), never loaded from anywhere else.
 
 The root is `WARPGRAD_KERNEL_CACHE`, else `warpgrad/kernels` under the user's cache dir; it keeps the
 `KEEP` most recently used caches. Without bwrap (the fallback) none of this holds against a hostile

@@ -104,6 +104,8 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
     """
     if shared_cache(os.environ) is not None:
         return env, sandbox  # trusted mode: every run writes the one shared cache (bound in the worker's sandbox)
+    if _uses_cuda(env):
+        return env, sandbox  # never forked (`WorkerPool._key`): a cache seeded for it would be thrown away unused
     shared = warp_cache_dir(env)
     tmp = env.get("TMPDIR")
     if not tmp:
@@ -113,6 +115,11 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
     seed_run(own, shared, Path(sandbox.workspace))
     writable = [d for d in sandbox.writable if Path(d).resolve() != shared.resolve()]
     return {**env, "WARP_CACHE_PATH": str(own)}, sandbox.model_copy(update={"writable": writable})
+
+
+def _uses_cuda(env: dict[str, str]) -> bool:
+    """The run may use CUDA (a device is possible and not hidden), so it cannot be forked from a worker."""
+    return _cuda_possible() and env.get("CUDA_VISIBLE_DEVICES") != ""
 
 
 class WorkerKey(BaseModel):
@@ -219,7 +226,7 @@ class WorkerPool:
     # -- which runs, which worker ------------------------------------------------------------------
 
     def _key(self, env: dict[str, str], sandbox: SandboxPolicy) -> WorkerKey | None:
-        if _cuda_possible() and env.get("CUDA_VISIBLE_DEVICES") != "":
+        if _uses_cuda(env):
             return None  # CUDA does not survive a fork
         boot_env = tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN_ENV))
         return WorkerKey(python=sys.executable, workspace=str(Path(sandbox.workspace).resolve()),

@@ -11,6 +11,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -375,10 +376,28 @@ def test_a_forked_run_loads_what_the_user_compiled_through_its_codes_cache(tmp_p
     assert _tree(cache) == before
 
 
+def _need_link_atime(folder: Path) -> None:
+    """The list of loaded modules reads links' access times; a file system mounted `noatime` never moves them (and
+    then no list is started: every module is seeded, as the fallback tests show)."""
+    probe = Path(tempfile.mkdtemp(dir=folder))
+    target, link = probe / "target", probe / "link"
+    target.write_bytes(b"x")
+    link.symlink_to(target)
+    time.sleep(0.05)
+    link.read_bytes()
+    st = link.lstat()
+    link.unlink()
+    target.unlink()
+    probe.rmdir()
+    if st.st_atime_ns <= st.st_mtime_ns:
+        pytest.skip(f"{folder} does not update a link's access time when followed (noatime?)")
+
+
 def test_a_forked_run_notes_the_modules_it_loaded_and_only_those_are_seeded_next(tmp_path):
     """`harvest` lists the modules a forked run followed a link of (Linux sets a link's access time when a path
     through it is resolved) or compiled; later runs of the code seed those, Warp's own and what this code
     compiled, not the user's other programs. Nothing read, no list: every module is seeded."""
+    _need_link_atime(tmp_path)
     user, code = tmp_path / "user", tmp_path / "private" / "key"
     for name in ("wp___main___aaaaaaa", "wp___main___ccccccc", "wp_mylib.sim_1111111", "wp_warp.autograd_2222222"):
         _module(user, "1.19.0", name)
@@ -412,6 +431,7 @@ def test_a_module_a_forked_run_needed_but_was_not_seeded_is_compiled_in_its_own_
     from warpgrad.tools.child_process import run_harness
     from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
 
+    _need_link_atime(Path(tempfile.gettempdir()))  # where the worker's runs keep their own caches
     ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
     ws.mkdir()
     (ws / "train.py").write_text(TRAIN.replace("twice_plus_seven", "twice_plus_seven_listed"), encoding="utf-8")
@@ -438,6 +458,7 @@ def test_a_module_a_forked_run_needed_but_was_not_seeded_is_compiled_in_its_own_
 
 
 def test_a_patched_codes_first_forked_run_seeds_what_runs_of_its_workspace_loaded(tmp_path):
+    _need_link_atime(tmp_path)
     user, root, ws = tmp_path / "user", tmp_path / "private", tmp_path / "ws"
     for name in ("wp___main___aaaaaaa", "wp___main___ccccccc"):
         _module(user, "1.19.0", name)

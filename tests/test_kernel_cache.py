@@ -11,6 +11,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -268,3 +269,210 @@ def test_the_trusted_shared_cache_is_off_unless_set_and_made_private_when_missin
     target = tmp_path / "a" / "shared"
     assert shared_cache({SHARED_ENV: str(target)}) == target and target.is_dir()
     assert target.stat().st_mode & 0o777 == 0o700
+
+
+def _module(root: Path, version: str, name: str, files: tuple[str, ...] = (".cpp", ".cpu1.o", ".meta")) -> Path:
+    d = root / version / name
+    d.mkdir(parents=True)
+    for ext in files:
+        (d / f"{name}{ext}").write_bytes(f"{version}/{name}{ext}".encode())
+    return d
+
+
+def test_a_forked_runs_cache_is_seeded_from_its_codes_cache_alone_for_its_warp_version_and_a_cpu_load(tmp_path):
+    version = kernel_cache.warp_version()
+    assert version is not None and version == __import__("warp").config.version  # read without importing Warp
+    user, code, own = tmp_path / "user", tmp_path / "code", tmp_path / "own"
+    _module(user, version, "wp___main___aaaaaaa")
+    _module(user, "0.9.0", "wp___main___0ld0ld0")  # another Warp's modules: never loaded by this one
+    seed(code, user)  # what `run_cache` does just before a run
+    _module(code, version, "wp_warp_autograd_bbbbbbb")  # compiled by a run of this code (real files)
+
+    assert kernel_cache.seed_run(own, code) == 4
+    assert sorted(p.name for p in own.iterdir()) == [version]
+    for name in ("wp___main___aaaaaaa", "wp_warp_autograd_bbbbbbb"):
+        d = own / version / name
+        assert d.is_dir() and not d.is_symlink()  # a real folder: Warp can still write a build into it
+        assert sorted(p.name for p in d.iterdir()) == [f"{name}.cpu1.o", f"{name}.meta"]  # no source
+        assert all(p.is_symlink() and p.read_bytes() == f"{version}/{p.name}".encode() for p in d.iterdir())
+    # The user's module is reached through the code's cache (one source), and resolves to the user's file.
+    obj = own / version / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.cpu1.o"
+    assert Path(os.readlink(obj)).parent == code / version / "wp___main___aaaaaaa"
+    assert obj.resolve() == user / version / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.cpu1.o"
+    assert kernel_cache.seed_run(own, code) == 0  # seeded: what is there stays
+
+    # A code cache without this Warp's version folder: every version is seeded (the version is a guess).
+    other = tmp_path / "other"
+    _module(other, "0.9.0", "wp___main___0ld0ld0")
+    assert kernel_cache.seed_run(tmp_path / "own2", other) == 2
+
+
+def test_run_cache_seeds_again_only_when_a_cache_or_the_users_changed(tmp_path, monkeypatch):
+    ws, user, tmp = tmp_path / "ws", tmp_path / "user", tmp_path / "tmp"
+    ws.mkdir()
+    tmp.mkdir()
+    (ws / "train.py").write_text("print(1)\n", encoding="utf-8")
+    _module(user, "1.19.0", "wp___main___aaaaaaa")
+    env = {"WARPGRAD_KERNEL_CACHE": str(tmp_path / "private")}
+    seeds: list[Path] = []
+    real_seed = kernel_cache.seed
+    monkeypatch.setattr(kernel_cache, "seed", lambda cache, u: (seeds.append(cache), real_seed(cache, u)))
+
+    def run() -> Path:
+        return kernel_cache.run_cache(ws, [("train.py", [])], user, tmp, env)
+
+    cache = run()
+    assert len(seeds) == 1 and (cache / "1.19.0" / "wp___main___aaaaaaa").is_dir()
+    run()
+    assert len(seeds) == 1  # nothing changed: nothing to link
+    time.sleep(0.02)  # a coarse file system clock: the next change gets a later modification time
+    _module(user, "1.19.0", "wp___main___ccccccc")  # the user compiled another module
+    run()
+    assert len(seeds) == 2 and (cache / "1.19.0" / "wp___main___ccccccc").is_dir()
+    time.sleep(0.02)
+    for f in (cache / "1.19.0" / "wp___main___aaaaaaa").iterdir():
+        f.unlink()
+    (cache / "1.19.0" / "wp___main___aaaaaaa").rmdir()  # a module folder gone from the code's cache
+    run()
+    assert len(seeds) == 3 and (cache / "1.19.0" / "wp___main___aaaaaaa").is_dir()
+
+
+def test_run_cache_prunes_old_caches_when_it_makes_a_new_one(tmp_path):
+    ws, user, tmp, root = tmp_path / "ws", tmp_path / "user", tmp_path / "tmp", tmp_path / "private"
+    ws.mkdir()
+    tmp.mkdir()
+    (ws / "train.py").write_text("print(1)\n", encoding="utf-8")
+    env = {"WARPGRAD_KERNEL_CACHE": str(root)}
+    kernel_cache.run_cache(ws, [("train.py", [])], user, tmp, env)
+    old = _caches(root, kernel_cache.KEEP + 3, age_s=kernel_cache.GRACE_S + 60)
+    kernel_cache.run_cache(ws, [("train.py", [])], user, tmp, env)  # an existing cache: their number is the same
+    assert all(d.exists() for d in old)
+    kernel_cache.run_cache(ws, [("train.py", ["--new"])], user, tmp, env)  # a new one: the oldest go
+    assert sum(d.exists() for d in old) == kernel_cache.KEEP - 2
+
+
+def test_a_forked_run_loads_what_the_user_compiled_through_its_codes_cache(tmp_path, monkeypatch):
+    """The forked run's own cache links the code's cache alone, whose links lead to the user's modules: a script the
+    user ran outside warpgrad compiles nothing in a forked run, and the user's cache is not written."""
+    from warpgrad.tools import worker
+    from warpgrad.tools.child_process import run_harness
+    from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
+
+    ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
+    ws.mkdir()
+    (ws / "train.py").write_text(TRAIN.replace("twice_plus_seven", "twice_plus_seven_user"), encoding="utf-8")
+    assert EXPECTED in _plain_run(ws, cache)
+    before = _tree(cache)
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    monkeypatch.setenv("WARPGRAD_KERNEL_CACHE", str(private))
+    cfg = RunConfig(workspace=str(ws), script=str(ws / "train.py"), device="cpu")
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        out = run_harness(cfg, HarnessResult, cwd=ws, device="cpu")
+        assert pool.served == 1
+    assert out.process.returncode == 0 and out.result is not None, out.process.stderr_tail
+    assert EXPECTED in out.process.stdout_tail
+    assert out.result.compiled_modules == []
+    assert _tree(cache) == before
+
+
+def _need_link_atime(folder: Path) -> None:
+    """The list of loaded modules reads links' access times; a file system mounted `noatime` never moves them (and
+    then no list is started: every module is seeded, as the fallback tests show)."""
+    probe = Path(tempfile.mkdtemp(dir=folder))
+    target, link = probe / "target", probe / "link"
+    target.write_bytes(b"x")
+    link.symlink_to(target)
+    time.sleep(0.05)
+    link.read_bytes()
+    st = link.lstat()
+    link.unlink()
+    target.unlink()
+    probe.rmdir()
+    if st.st_atime_ns <= st.st_mtime_ns:
+        pytest.skip(f"{folder} does not update a link's access time when followed (noatime?)")
+
+
+def test_a_forked_run_notes_the_modules_it_loaded_and_only_those_are_seeded_next(tmp_path):
+    """`harvest` lists the modules a forked run followed a link of (Linux sets a link's access time when a path
+    through it is resolved) or compiled; later runs of the code seed those, Warp's own and what this code
+    compiled, not the user's other programs. Nothing read, no list: every module is seeded."""
+    _need_link_atime(tmp_path)
+    user, code = tmp_path / "user", tmp_path / "private" / "key"
+    for name in ("wp___main___aaaaaaa", "wp___main___ccccccc", "wp_mylib.sim_1111111", "wp_warp.autograd_2222222"):
+        _module(user, "1.19.0", name)
+    seed(code, user)
+    _module(code, "1.19.0", "wp_tracker_3333333")  # compiled by a run of this code
+    run = tmp_path / "run"
+    kernel_cache.seed_run(run, code)
+    assert len(list((run / "1.19.0").iterdir())) == 5
+    time.sleep(0.05)  # the access must fall on a later tick of the file system clock than the link's making
+    kernel_cache.harvest(run, code)
+    assert not kernel_cache.loaded_path(code).exists()  # nothing was loaded: no list, everything stays seeded
+
+    (run / "1.19.0" / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.meta").read_bytes()  # what Warp's load does
+    (run / "1.19.0" / "wp_mylib.sim_1111111" / "wp_mylib.sim_1111111.cpu1.o").stat()
+    kernel_cache.harvest(run, code)
+    listed = kernel_cache.loaded_path(code).read_text(encoding="utf-8").split()
+    assert listed == ["wp___main___aaaaaaa", "wp_mylib.sim_1111111"]  # the code's own builds are seeded anyway
+
+    _module(user, "1.19.0", "wp_mylib.sim_4444444")  # another build of a module name the code loads
+    seed(code, user)
+    nxt = tmp_path / "next"
+    kernel_cache.seed_run(nxt, code)
+    assert sorted(p.name for p in (nxt / "1.19.0").iterdir()) == [
+        "wp___main___aaaaaaa", "wp_mylib.sim_1111111", "wp_mylib.sim_4444444", "wp_tracker_3333333",
+        "wp_warp.autograd_2222222"]  # not `wp___main___ccccccc`, another program's
+
+
+def test_a_module_a_forked_run_needed_but_was_not_seeded_is_compiled_in_its_own_cache_and_seeded_next(
+        tmp_path, monkeypatch):
+    from warpgrad.tools import worker
+    from warpgrad.tools.child_process import run_harness
+    from warpgrad.tools.harness.protocol import HarnessResult, RunConfig
+
+    _need_link_atime(Path(tempfile.gettempdir()))  # where the worker's runs keep their own caches
+    ws, cache, private = tmp_path / "ws", tmp_path / "user-cache", tmp_path / "private"
+    ws.mkdir()
+    (ws / "train.py").write_text(TRAIN.replace("twice_plus_seven", "twice_plus_seven_listed"), encoding="utf-8")
+    assert EXPECTED in _plain_run(ws, cache)
+    before = _tree(cache)
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    monkeypatch.setenv("WARPGRAD_KERNEL_CACHE", str(private))
+    cfg = RunConfig(workspace=str(ws), script=str(ws / "train.py"), device="cpu")
+    listed = kernel_cache.loaded_path(private / code_key(ws, [("train.py", [])], cache))
+    compiled = []
+    with worker.worker_pool() as pool:
+        assert pool is not None
+        for i in range(3):
+            if i == 1:  # the list names another module only: the script's is not seeded in the next run
+                assert [n for n in listed.read_text(encoding="utf-8").split() if n.startswith("wp___main__")]
+                listed.write_text("wp___main___0000000\n", encoding="utf-8")
+            out = run_harness(cfg, HarnessResult, cwd=ws, device="cpu")
+            assert out.process.returncode == 0 and out.result is not None, out.process.stderr_tail
+            assert EXPECTED in out.process.stdout_tail
+            compiled.append(out.result.compiled_modules)
+        assert pool.served == 3
+    assert compiled == [[], ["__main__"], []]  # linked; compiled (not seeded), noted; linked again
+    assert _tree(cache) == before
+
+
+def test_a_patched_codes_first_forked_run_seeds_what_runs_of_its_workspace_loaded(tmp_path):
+    _need_link_atime(tmp_path)
+    user, root, ws = tmp_path / "user", tmp_path / "private", tmp_path / "ws"
+    for name in ("wp___main___aaaaaaa", "wp___main___ccccccc"):
+        _module(user, "1.19.0", name)
+    before, after = root / "key-before", root / "key-after-a-patch"
+    seed(before, user)
+    seed(after, user)
+    run = tmp_path / "run"
+    kernel_cache.seed_run(run, before, ws)
+    time.sleep(0.05)
+    (run / "1.19.0" / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.meta").read_bytes()
+    kernel_cache.harvest(run, before)
+    assert kernel_cache.workspace_loaded_path(root, ws).read_text(encoding="utf-8") == "wp___main___aaaaaaa\n"
+    assert not kernel_cache.loaded_path(after).exists()
+    kernel_cache.seed_run(tmp_path / "patched", after, ws)
+    assert [p.name for p in (tmp_path / "patched" / "1.19.0").iterdir()] == ["wp___main___aaaaaaa"]
+    kernel_cache.seed_run(tmp_path / "elsewhere", after, tmp_path / "another-workspace")
+    assert len(list((tmp_path / "elsewhere" / "1.19.0").iterdir())) == 2  # no list: everything

@@ -18,9 +18,20 @@ report the numbers a planted object computes. So:
   a module the user already compiled loads at once; one Warp must compile lands beside the links.
 
 Runs forked from a warm worker share one sandbox, so they write neither: each gets a cache of its own in
-its temp dir, seeded from the user's and from its code's (`worker._own_kernel_cache`). After the run, the parent
-(outside the sandbox) copies what it compiled into its code's cache (`harvest`), as a fresh run of that code
-would have written it, so the next run of the same code does not compile it again.
+its temp dir, seeded from its code's (`seed_run`; the code's cache already links the user's modules), for the
+one Warp version and the files a CPU load reads. After the run, the parent (outside the sandbox) copies what it
+compiled into its code's cache (`harvest`), as a fresh run of that code would have written it, so the next run
+of the same code does not compile it again.
+
+Seeding costs a folder and a link per file for every module, in every run: the count of file system entries
+made is what is cut (a reseed that would make none is skipped, `run_cache`). A module folder is never a link to
+a folder: Warp writes into an existing module folder when it lacks the binary for the run's options
+(`os.rename(build_dir, module_dir)` fails with ENOTDIR on a link and Warp raises), so each stays a real folder.
+Hard links are never used: one in a writable folder would make the user's file writable through it. Once
+forked runs of a code (or of its workspace) have loaded modules, `harvest` lists them beside its cache, out of
+every run's reach, and later forked runs seed those and a few more (`seed_run`), not the user's other programs.
+The list only chooses among the code's cache's own modules: a module a seed leaves out is compiled into the
+run's own cache (and listed), never loaded from anywhere else.
 
 The root is `WARPGRAD_KERNEL_CACHE`, else `warpgrad/kernels` under the user's cache dir; it keeps the
 `KEEP` most recently used caches. Without bwrap (the fallback) none of this holds against a hostile
@@ -30,7 +41,9 @@ script: it can write the user's cache and every private one directly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -113,22 +126,180 @@ def seed(cache: Path, user_cache: Path) -> None:
     if not user_cache.is_dir():
         return
     for version, module in _module_folders(user_cache):
-        dest = cache / version / module.name
+        _link_module(cache / version / module.name, module.path, links=False, skip=())
+
+
+# A forked run never uses CUDA (`worker.WorkerPool._key`), and Warp's CPU load reads the module's `.meta` and
+# its object alone: its sources and CUDA binaries need no link. Left out, they cost nothing but a write Warp
+# makes when it compiles the module anyway (into the run's own folder).
+_NOT_LOADED_ON_CPU = (".cpp", ".cu", ".ptx", ".cubin", ".fatbin")
+
+
+def seed_run(cache: Path, code_cache: Path, workspace: Path | None = None) -> int:
+    """Seed the own cache of a run forked from a worker (`worker._own_kernel_cache`) from its code's cache alone:
+    that one already links the user's modules (`run_cache` seeds it just before) and holds what runs of the code
+    compiled. Its links are linked in turn (to the code cache's entry, which the run reads but cannot write),
+    its real files too; only the Warp version the run imports (`warp_version`, every version when unknown) and
+    the files a CPU load reads.
+
+    Once forked runs of this code have loaded modules (`loaded_path`, written by `harvest`), only those are
+    seeded, with every module compiled by a run of this code (a folder holding a regular file), every one of
+    Warp's own (`wp_warp.*`: which of them a run loads depends on its mode) and every build of a module name
+    a run loaded (but `__main__`, which every script has): the user's cache holds the modules of every
+    program they ran, this code loads a few. A module left out that a run needs is compiled into its own
+    cache, and noted then, so the next run seeds it. A code without a list yet (the first runs after a patch)
+    takes the list of its `workspace` (`workspace_loaded_path`: what runs of its earlier versions loaded), which
+    `harvest` extends too. Returns the number of links made."""
+    if not code_cache.is_dir() or cache == code_cache:
+        return 0
+    version = warp_version()
+    versions = [version] if version is not None and (code_cache / version).is_dir() else None
+    loaded = _read_loaded(loaded_path(code_cache))
+    if workspace is not None:
+        ws_list = workspace_loaded_path(code_cache.parent, workspace)
+        _WORKSPACE_LIST[os.path.abspath(cache)] = ws_list  # for `harvest` after the run, in this process
+        if loaded is None:
+            loaded = _read_loaded(ws_list)
+    names = {_module_name(m) for m in loaded or ()} - {"__main__", None}
+    made = 0
+    for v, module in _module_folders(code_cache, versions):
+        if loaded is not None and module.name not in loaded and not module.name.startswith("wp_warp.") \
+                and _module_name(module.name) not in names and not _holds_a_file(module.path):
+            continue
+        made += _link_module(cache / v / module.name, module.path, links=True, skip=_NOT_LOADED_ON_CPU)
+    return made
+
+
+LOADED_SUFFIX = ".loaded"
+MAX_LOADED = 4096  # a run can add any name to its code's list (it costs only links): not without bound
+_MODULE_FOLDER = re.compile(r"wp_(.+)_[0-9a-f]+")
+
+
+# Own cache of a forked run (absolute path) -> the list of its workspace, from `seed_run` to `harvest`.
+_WORKSPACE_LIST: dict[str, Path] = {}
+WORKSPACE_LIST_MAX_AGE_S = 30 * 86400  # a workspace list not extended for this long is pruned
+
+
+def workspace_loaded_path(root: Path, workspace: Path) -> Path:
+    """The list of the modules forked runs of any version of the code in `workspace` loaded (`loaded_path`)."""
+    digest = hashlib.sha256(str(Path(workspace).resolve()).encode()).hexdigest()[:32]
+    return root / f"ws-{digest}{LOADED_SUFFIX}"
+
+
+def loaded_path(code_cache: Path) -> Path:
+    """The list of the module folders forked runs of this code loaded or compiled, one name a line: beside its
+    cache in the private root, which no run can write (only its cache is bound writable)."""
+    return code_cache.with_name(code_cache.name + LOADED_SUFFIX)
+
+
+def _module_name(folder: str) -> str | None:
+    """The Python module a module folder was built from (`wp_<module>_<hash>`)."""
+    m = _MODULE_FOLDER.fullmatch(folder)
+    return m.group(1) if m else None
+
+
+def _read_loaded(path: Path) -> set[str] | None:
+    """The folder names of `path` (`loaded_path`); None when there is none (then everything is seeded)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    names = {n for n in text.splitlines() if _module_name(n) and "/" not in n and "\0" not in n}
+    return names or None
+
+
+def _holds_a_file(folder: str) -> bool:
+    with os.scandir(folder) as files:
+        return any(f.is_file(follow_symlinks=False) for f in files)
+
+
+def _record_loaded(run_cache: Path, into: Path) -> set[str]:
+    """Add to the list of `into`'s code (`loaded_path`), and to that of its workspace when `seed_run` was told it,
+    the modules a forked run loaded from its seeded links and those it compiled (a folder holding a regular
+    file); returns those seen.
+
+    Loaded: Linux sets a link's access time when a path through it is resolved (under the default `relatime`
+    too: the first access after the link was made), and the run follows a module's links to load it, so one
+    accessed after it was made (`seed_run`, before the run) was loaded. On a file system mounted `noatime`
+    no link shows it: the list is then never started (only a link seen loaded starts it), and every run
+    seeds every module as before. What the run did to its own cache can only add names (more links)."""
+    seen: set[str] = set()
+    accessed = False
+    try:
+        for _, module in _module_folders(run_cache):
+            with os.scandir(module.path) as files:
+                for f in files:
+                    st = f.stat(follow_symlinks=False)
+                    link = stat.S_ISLNK(st.st_mode)
+                    if not link or st.st_atime_ns > st.st_mtime_ns:
+                        seen.add(module.name)
+                        accessed = accessed or link
+                        break
+    except OSError:
+        return set()  # a cache changing under the scan (a process the run left behind): note nothing
+    ws_list = _WORKSPACE_LIST.pop(os.path.abspath(run_cache), None)
+    for path in [loaded_path(into), *([ws_list] if ws_list is not None else [])]:
+        _add_loaded(path, seen, start=accessed)
+    return seen
+
+
+def _add_loaded(path: Path, seen: set[str], *, start: bool) -> None:
+    """Add `seen` to the list at `path`; a missing list is started only when `start`."""
+    with _LOADED_LOCK:  # this process's runs end in threads of their own: no list loses another's names
+        old = _read_loaded(path)
+        if not seen or (old is None and not start) or (old is not None and seen <= old):
+            return
+        names = sorted((old or set()) | seen)[:MAX_LOADED]
+        part = path.with_name(f"{path.name}_p{os.getpid()}_t{threading.get_ident()}")
         try:
-            dest.mkdir(parents=True)
-        except FileExistsError:
-            continue  # seeded before, or compiled by a run of this code
-        for f in os.scandir(module.path):
-            if f.is_file(follow_symlinks=False):
-                with contextlib.suppress(FileExistsError):
-                    os.symlink(f.path, dest / f.name)
+            part.write_text("".join(f"{n}\n" for n in names), encoding="utf-8")
+            os.replace(part, path)  # whole or not at all: a concurrent seed never reads half a list
+        except OSError:
+            part.unlink(missing_ok=True)
 
 
-def _module_folders(cache: Path) -> Iterator[tuple[str, os.DirEntry]]:
-    """(Warp version folder name, module folder) for every compiled module folder of `cache`: real folders named
-    `wp_*`, none that Warp is still building (`_p<pid>_t<thread>`)."""
+_LOADED_LOCK = threading.Lock()
+
+
+def _link_module(dest: Path, source: str, *, links: bool, skip: tuple[str, ...]) -> int:
+    """Make `dest` a folder of links to the files of the module folder `source` (its links too when `links`;
+    none whose name ends with one of `skip`); nothing when `dest` exists (seeded before, or compiled by a run
+    of this code). Returns the number of links made."""
+    try:
+        dest.mkdir(parents=True)
+    except FileExistsError:
+        return 0
+    made = 0
+    for f in os.scandir(source):
+        if f.name.endswith(skip) or not (f.is_file(follow_symlinks=False) or (links and f.is_symlink())):
+            continue
+        with contextlib.suppress(FileExistsError):
+            os.symlink(f.path, dest / f.name)
+            made += 1
+    return made
+
+
+@functools.cache
+def warp_version() -> str | None:
+    """The version folder Warp names in its cache (`warp.config.version`) for the Warp this interpreter imports,
+    read from its `config.py` without importing it (the CLI never imports Warp); None when not found."""
+    try:
+        spec = importlib.util.find_spec("warp")
+        origin = spec.origin if spec is not None else None
+        text = (Path(origin).parent / "config.py").read_text(encoding="utf-8") if origin else ""
+    except (ImportError, ValueError, OSError):
+        return None
+    found = re.search(r'^version\s*:\s*str\s*=\s*"([^"/\\]+)"', text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _module_folders(cache: Path, versions: Iterable[str] | None = None) -> Iterator[tuple[str, os.DirEntry]]:
+    """(Warp version folder name, module folder) for every compiled module folder of `cache` (of the version
+    folders named in `versions`, else of all): real folders named `wp_*`, none that Warp is still building
+    (`_p<pid>_t<thread>`)."""
+    wanted = None if versions is None else set(versions)
     for version in os.scandir(cache):
-        if not version.is_dir(follow_symlinks=False):
+        if not version.is_dir(follow_symlinks=False) or (wanted is not None and version.name not in wanted):
             continue
         for module in os.scandir(version.path):
             if module.name.startswith("wp_") and not _BUILDING.search(module.name) \
@@ -167,13 +338,15 @@ def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str
             copied.append(module.name)
         except OSError:
             shutil.rmtree(part, ignore_errors=True)  # another run put it there first, or the disk is full
+    _record_loaded(run_cache, into)
     return copied
 
 
 def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], user_cache: Path, run_tmp: Path,
               env: Mapping[str, str]) -> Path:
     """The kernel cache a run writes (its `WARP_CACHE_PATH`): the private one of its code, seeded from
-    `user_cache`; a folder of `run_tmp` when the code is too large to key."""
+    `user_cache`; a folder of `run_tmp` when the code is too large to key. Old caches are pruned when this one
+    is new (only a new one adds to their number)."""
     key = code_key(Path(workspace), starts, user_cache)
     if key is None:
         cache = Path(run_tmp) / RUN_CACHE_DIR
@@ -181,12 +354,48 @@ def run_cache(workspace: Path, starts: Iterable[tuple[str | None, list[str]]], u
         root = private_root(env)
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         cache = root / key
-    cache.mkdir(mode=0o700, exist_ok=True)
-    os.utime(cache)  # most recently used: kept by `prune`
-    seed(cache, user_cache)
-    if key is not None:
+    try:
+        cache.mkdir(mode=0o700)
+        new = True
+        loaded_path(cache).unlink(missing_ok=True)  # a list left by a removed cache of the same key
+    except FileExistsError:
+        new = False
+        os.utime(cache)  # most recently used: kept by `prune`
+    before = _listings(user_cache, user_cache, root_mtime=True)
+    if new or _SEEDED.get((cache, user_cache)) != (before, _listings(cache, user_cache)):
+        seed(cache, user_cache)
+        # The user's side as it was before the seed (a module added meanwhile makes the next run seed again),
+        # the cache's as the seed left it.
+        _SEEDED[(cache, user_cache)] = (before, _listings(cache, user_cache))
+    if key is not None and new:
         prune(cache.parent, keep=KEEP)
     return cache
+
+
+# (cache, user cache) -> their listings when this process last seeded the one from the other (`run_cache`).
+_SEEDED: dict[tuple[Path, Path], tuple[tuple, tuple]] = {}
+
+
+def _listings(cache: Path, user_cache: Path, *, root_mtime: bool = False) -> tuple:
+    """What a seed of a cache from `user_cache` depends on, read from `cache`'s side: the identity and
+    modification time of each of `cache`'s folders named like a version folder of `user_cache`, and the identity
+    of `cache` (its modification time too with `root_mtime`: a private cache's is touched by every run). A
+    folder's modification time changes whenever an entry is added to it, removed or renamed (a module Warp
+    built, one the user removed, a version folder added, a pruned and remade cache), so equal listings mean a
+    seed would make nothing. Empty when `cache` is not a folder."""
+    try:
+        st = os.stat(cache)
+        names = sorted(v.name for v in os.scandir(user_cache) if v.is_dir(follow_symlinks=False))
+    except OSError:
+        return ()
+    out: list[tuple] = [("", st.st_dev, st.st_ino, st.st_mtime_ns if root_mtime else 0)]
+    for name in names:
+        try:
+            v = os.stat(cache / name, follow_symlinks=False)
+            out.append((name, v.st_dev, v.st_ino, v.st_mtime_ns))
+        except OSError:
+            out.append((name,))
+    return tuple(out)
 
 
 def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:
@@ -195,6 +404,7 @@ def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:
     is loading from. Runs prune concurrently (one per sandboxed run, two at once under `eval --jobs 2`), so a
     cache another run removed between the listing and its `lstat` is simply gone, not an error."""
     caches: list[tuple[float, Path]] = []
+    now = time.time()
     for p in root.iterdir():
         try:
             st = p.lstat()
@@ -202,8 +412,11 @@ def prune(root: Path, keep: int, grace_s: float = GRACE_S) -> None:
             continue  # removed by a concurrent prune
         if stat.S_ISDIR(st.st_mode):
             caches.append((st.st_mtime, p))
+        elif p.name.startswith("ws-") and p.name.endswith(LOADED_SUFFIX) \
+                and now - st.st_mtime >= WORKSPACE_LIST_MAX_AGE_S:
+            p.unlink(missing_ok=True)  # a workspace not checked for a month: its list is only a guess by now
     caches.sort(key=lambda c: c[0], reverse=True)
-    now = time.time()
     for mtime, old in caches[keep:]:
         if now - mtime >= grace_s:
             shutil.rmtree(old, ignore_errors=True)
+            loaded_path(old).unlink(missing_ok=True)

@@ -66,7 +66,7 @@ from .child_process import (
     harness_env,
     signal_name,
 )
-from .kernel_cache import RUN_CACHE_DIR, harvest, seed, shared_cache
+from .kernel_cache import RUN_CACHE_DIR, harvest, seed_run, shared_cache
 from .sandbox import (
     SandboxPolicy,
     bwrap_argv,
@@ -95,23 +95,31 @@ def _own_kernel_cache(env: dict[str, str], sandbox: SandboxPolicy) -> tuple[dict
 
     Runs forked from one worker share its sandbox, so none may write a cache another run loads (the cache
     of its code, `kernel_cache.py`, is bound only in a fresh run's sandbox). Each gets a private cache
-    seeded with links to the user's compiled modules and to those of its code's cache (read-only inside),
-    thrown away with its temp dir. What the run compiled there is first copied into its code's cache by this
-    process, outside the sandbox (`kernel_cache.harvest`, in `_run`): else a module neither cache holds (the
-    tracker's builds, `warp.autograd`) would compile again in every forked run.
+    seeded with links to the modules of its code's cache (read-only inside), which links the user's compiled
+    modules itself (`run_harness` seeds it just before): one source, not the user's cache and then the code's
+    (`kernel_cache.seed_run`; once runs of the code or of its workspace have loaded modules, only those and a few
+    more). It is thrown away with its temp dir. What the run compiled there is first
+    copied into its code's cache by this process, outside the sandbox (`kernel_cache.harvest`, in `_run`): else
+    a module neither cache holds (the tracker's builds, `warp.autograd`) would compile again in every forked run.
     """
     if shared_cache(os.environ) is not None:
         return env, sandbox  # trusted mode: every run writes the one shared cache (bound in the worker's sandbox)
+    if _uses_cuda(env):
+        return env, sandbox  # never forked (`WorkerPool._key`): a cache seeded for it would be thrown away unused
     shared = warp_cache_dir(env)
     tmp = env.get("TMPDIR")
     if not tmp:
         return env, sandbox
     own = Path(tmp) / RUN_CACHE_DIR
     own.mkdir(mode=0o700, exist_ok=True)
-    seed(own, warp_cache_dir(os.environ))
-    seed(own, shared)
+    seed_run(own, shared, Path(sandbox.workspace))
     writable = [d for d in sandbox.writable if Path(d).resolve() != shared.resolve()]
     return {**env, "WARP_CACHE_PATH": str(own)}, sandbox.model_copy(update={"writable": writable})
+
+
+def _uses_cuda(env: dict[str, str]) -> bool:
+    """The run may use CUDA (a device is possible and not hidden), so it cannot be forked from a worker."""
+    return _cuda_possible() and env.get("CUDA_VISIBLE_DEVICES") != ""
 
 
 class WorkerKey(BaseModel):
@@ -218,7 +226,7 @@ class WorkerPool:
     # -- which runs, which worker ------------------------------------------------------------------
 
     def _key(self, env: dict[str, str], sandbox: SandboxPolicy) -> WorkerKey | None:
-        if _cuda_possible() and env.get("CUDA_VISIBLE_DEVICES") != "":
+        if _uses_cuda(env):
             return None  # CUDA does not survive a fork
         boot_env = tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN_ENV))
         return WorkerKey(python=sys.executable, workspace=str(Path(sandbox.workspace).resolve()),

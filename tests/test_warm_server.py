@@ -180,10 +180,13 @@ def test_ctrl_c_in_the_caller_interrupts_the_command_in_the_server(server_env, t
     (tmp_path / "slow.py").write_text("import time\nprint('start', flush=True)\ntime.sleep(120)\n")
     _cli(server_env, "server", "start", cwd=tmp_path)
     _wait_up(server_env)
-    # As from a shell: SIGINT at its default in the caller (an xdist worker ignores it, and a child inherits that).
-    caller = subprocess.Popen([sys.executable, "-m", "warpgrad", "run", "slow.py", "--no-record"], cwd=tmp_path,
-                              env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # As from a shell: Python's SIGINT handler in the caller (a test process may run with SIGINT ignored, which a
+    # child inherits, and Python then installs no handler).
+    as_from_a_shell = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                       "sys.argv = ['warpgrad', 'run', 'slow.py', '--no-record']; "
+                       "runpy.run_module('warpgrad', run_name='__main__')")
+    caller = subprocess.Popen([sys.executable, "-c", as_from_a_shell], cwd=tmp_path, env=server_env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     end = time.monotonic() + 60
     while "1 running" not in _status(server_env):
         assert time.monotonic() < end and caller.poll() is None, "the command never ran in the server"

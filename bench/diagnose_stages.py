@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_speed import start_server  # this folder is on the path when a bench script runs
+from bench_speed import served_env, start_server  # this folder is on the path when a bench script runs
 
 ROOT = Path(__file__).resolve().parent.parent
 WARPGRAD = str(Path(sys.executable).parent / "warpgrad")
@@ -176,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
                           "WARPGRAD_KERNEL_CACHE": str(Path(tmp) / "baseline-kernels")} if a.baseline else env
         if a.baseline:
             _timed(one_shot, ws, base_env)
-        served_env = env | {"WARPGRAD_SERVER": "1", "WARPGRAD_KEY_DIR": str(Path(tmp) / "state")}
+        served = served_env(env, Path(tmp) / "state")
         if a.served:
-            start_server(served_env)
-            _timed(one_shot, ws, served_env)  # the server boots this workspace's worker
+            start_server(served)
+            _timed(one_shot, ws, served)  # the server boots this workspace's worker
         for r in range(a.reps):
             order = list(times)
             for kind in order if r % 2 == 0 else order[::-1]:
@@ -188,11 +188,11 @@ def main(argv: list[str] | None = None) -> int:
                     times[kind].append(wall)
                     traces.append(events)
                 else:
-                    side_env = {"baseline": base_env, "served": served_env}.get(kind, env)
+                    side_env = {"baseline": base_env, "served": served}.get(kind, env)
                     times[kind].append(_timed(script if kind == "script" else one_shot, ws, side_env))
             print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
         if a.served:
-            subprocess.run([WARPGRAD, "server", "stop"], env=served_env, capture_output=True, timeout=60, check=False)
+            subprocess.run([WARPGRAD, "server", "stop"], env=served, capture_output=True, timeout=60, check=False)
     med = {k: round(statistics.median(v), 2) for k, v in times.items() if v}
     ratio = round(med["diagnose"] / med["script"], 2)
     served_ratio = round(med["served"] / med["script"], 2) if "served" in med else None

@@ -469,7 +469,7 @@ def test_a_patched_codes_first_forked_run_seeds_what_runs_of_its_workspace_loade
     kernel_cache.seed_run(run, before, ws)
     time.sleep(0.05)
     (run / "1.19.0" / "wp___main___aaaaaaa" / "wp___main___aaaaaaa.meta").read_bytes()
-    kernel_cache.harvest(run, before)
+    kernel_cache.harvest(run, before, workspace=ws)
     assert kernel_cache.workspace_loaded_path(root, ws).read_text(encoding="utf-8") == "wp___main___aaaaaaa\n"
     assert not kernel_cache.loaded_path(after).exists()
     kernel_cache.seed_run(tmp_path / "patched", after, ws)

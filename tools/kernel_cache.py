@@ -155,11 +155,8 @@ def seed_run(cache: Path, code_cache: Path, workspace: Path | None = None) -> in
     version = warp_version()
     versions = [version] if version is not None and (code_cache / version).is_dir() else None
     loaded = _read_loaded(loaded_path(code_cache))
-    if workspace is not None:
-        ws_list = workspace_loaded_path(code_cache.parent, workspace)
-        _WORKSPACE_LIST[os.path.abspath(cache)] = ws_list  # for `harvest` after the run, in this process
-        if loaded is None:
-            loaded = _read_loaded(ws_list)
+    if loaded is None and workspace is not None:
+        loaded = _read_loaded(workspace_loaded_path(code_cache.parent, workspace))
     names = {_module_name(m) for m in loaded or ()} - {"__main__", None}
     made = 0
     for v, module in _module_folders(code_cache, versions):
@@ -175,8 +172,6 @@ MAX_LOADED = 4096  # a run can add any name to its code's list (it costs only li
 _MODULE_FOLDER = re.compile(r"wp_(.+)_[0-9a-f]+")
 
 
-# Own cache of a forked run (absolute path) -> the list of its workspace, from `seed_run` to `harvest`.
-_WORKSPACE_LIST: dict[str, Path] = {}
 WORKSPACE_LIST_MAX_AGE_S = 30 * 86400  # a workspace list not extended for this long is pruned
 
 
@@ -213,9 +208,8 @@ def _holds_a_file(folder: str) -> bool:
         return any(f.is_file(follow_symlinks=False) for f in files)
 
 
-def _record_loaded(run_cache: Path, into: Path) -> set[str]:
-    """Add to the list of `into`'s code (`loaded_path`), and to that of its workspace when `seed_run` was told it,
-    the modules a forked run loaded from its seeded links and those it compiled (a folder holding a regular
+def _record_loaded(run_cache: Path, into: Path, workspace: Path | None) -> set[str]:
+    """Add to the list of `into`'s code (`loaded_path`), and to that of its `workspace` when given, the modules a forked run loaded from its seeded links and those it compiled (a folder holding a regular
     file); returns those seen.
 
     Loaded: Linux sets a link's access time when a path through it is resolved (under the default `relatime`
@@ -237,7 +231,7 @@ def _record_loaded(run_cache: Path, into: Path) -> set[str]:
                         break
     except OSError:
         return set()  # a cache changing under the scan (a process the run left behind): note nothing
-    ws_list = _WORKSPACE_LIST.pop(os.path.abspath(run_cache), None)
+    ws_list = None if workspace is None else workspace_loaded_path(into.parent, workspace)
     for path in [loaded_path(into), *([ws_list] if ws_list is not None else [])]:
         _add_loaded(path, seen, start=accessed)
     return seen
@@ -307,7 +301,7 @@ def _module_folders(cache: Path, versions: Iterable[str] | None = None) -> Itera
                 yield version.name, module
 
 
-def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str]:
+def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES, *, workspace: Path | None = None) -> list[str]:
     """Copy the modules a run forked from a worker compiled (in its own cache, `worker._own_kernel_cache`) into the
     cache of its code, `into`, which a fresh run of the same code writes directly; returns the folders copied.
 
@@ -338,7 +332,7 @@ def harvest(run_cache: Path, into: Path, max_bytes: int = MAX_BYTES) -> list[str
             copied.append(module.name)
         except OSError:
             shutil.rmtree(part, ignore_errors=True)  # another run put it there first, or the disk is full
-    _record_loaded(run_cache, into)
+    _record_loaded(run_cache, into, workspace)  # the workspace's list too, when given (`seed_run` reads it)
     return copied
 
 

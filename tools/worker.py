@@ -206,7 +206,8 @@ class WorkerPool:
             self.served += 1
             own = warp_cache_dir(env)
             if own != code_cache and not code_cache.resolve().is_relative_to(Path(env.get("TMPDIR", own)).resolve()):
-                harvest(own, code_cache)  # its tracker builds and Warp's own modules: compiled once per code
+                # Its tracker builds and Warp's own modules: compiled once per code.
+                harvest(own, code_cache, workspace=Path(sandbox.workspace))
             return result
         return None
 
